@@ -19,11 +19,15 @@ use std::time::Duration;
 use agdx_wire::{Headers, LogPosition};
 use async_trait::async_trait;
 
+pub mod embedded;
 mod error;
+pub mod iggy;
 mod partition;
+mod spec;
 
 pub use error::LogError;
 pub use partition::partition_for_key;
+pub use spec::{DEFAULT_LOG, LogSpec, LogSpecError};
 
 /// A resolved topic: names and the numeric ids the log gave them.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
