@@ -1,5 +1,7 @@
 //! Errors of the log port.
 
+use agdx_wire::LogPosition;
+
 /// What went wrong talking to the log.
 #[derive(Debug, thiserror::Error)]
 pub enum LogError {
@@ -27,6 +29,18 @@ pub enum LogError {
     /// The backend answered with an error.
     #[error("the log refused the request: {0}")]
     Backend(String),
+    /// A stored record failed its integrity check (checksum or framing).
+    /// Records before it are still readable; the consumer can step over it
+    /// by committing its offset.
+    #[error("the record at {position} is damaged ({reason}); restore the log from a backup, or skip the record by committing offset {} for the consumer group", position.offset)]
+    Corrupt {
+        position: LogPosition,
+        reason: String,
+    },
+    /// The storage exists but is not a log this version can use (another
+    /// program's file, or a newer on-disk format).
+    #[error("{location} is not a log this agdx can open: {reason}")]
+    Incompatible { location: String, reason: String },
 }
 
 impl LogError {
@@ -41,6 +55,8 @@ impl LogError {
             LogError::PartitionMismatch { .. } => false,
             LogError::RecordTooLarge { .. } => false,
             LogError::InvalidInput(_) => false,
+            LogError::Corrupt { .. } => false,
+            LogError::Incompatible { .. } => false,
         }
     }
 }

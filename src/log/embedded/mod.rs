@@ -1,15 +1,909 @@
 //! The embedded log: a durable, multi-process log in one local directory.
+//!
+//! It needs no server: every process that opens the same directory sees the
+//! same streams, records, consumer groups and committed offsets, so a `send`
+//! in one shell reaches a `worker` in another. It is built on SQLite
+//! (bundled, no system library needed).
+//!
+//! # On disk
+//!
+//! The directory (created when missing) holds one SQLite database,
+//! `log.sqlite3`, in WAL mode, with its `-wal` and `-shm` companions. The
+//! database is marked with `application_id` "AGDX" and a format version in
+//! `user_version`; another program's database, or a newer format, is refused
+//! with [`LogError::Incompatible`]. Its tables:
+//!
+//! | table | one row per | holds |
+//! | --- | --- | --- |
+//! | `streams` | stream | name, numeric id |
+//! | `topics` | topic | stream id, numeric id, name, partition count |
+//! | `records` | record | partition, offset, timestamp, headers, payload, checksum |
+//! | `group_members` | live group member | lease expiry, process id |
+//! | `group_owners` | owned partition | the member that owns it |
+//! | `group_offsets` | (group, partition) | the committed offset |
+//!
+//! Records are addressed like Apache Iggy's: stream ids and topic ids are
+//! given by the log, counting from 1 (topic ids within their stream);
+//! partitions count from 0; offsets count from 0 in each partition. The
+//! record table's primary key is (topic, partition, offset), so a poll is
+//! one range scan. Each record carries the log's timestamp in epoch
+//! microseconds, never lower than the one before it in its partition, and
+//! its typed headers, stored ordered by name (the blob format and the
+//! limits, which are Iggy's, are described in the `codec` module).
+//!
+//! # Durability
+//!
+//! An append is one `BEGIN IMMEDIATE` transaction: it takes the database's
+//! write lock, reads the partition's last offset and inserts the batch at
+//! the offsets after it, so appends from any number of threads and processes
+//! never interleave within a batch, never reuse an offset and never lose a
+//! record. Commits of records and offsets run with `synchronous=FULL`: when
+//! [`Log::append`] returns, the records are in the fsynced WAL and survive
+//! `kill -9` of any process and a power cut. Concurrent appends in one
+//! process share a transaction (group commit): whoever takes the writer
+//! first commits everything queued, so one fsync serves many appenders.
+//!
+//! SQLite never exposes a half-written transaction. As a second line of
+//! defence every record stores an xxh3-64 checksum of its offset,
+//! timestamp, headers and payload; a poll that meets a record failing it
+//! returns the records before it and then [`LogError::Corrupt`] naming the
+//! position, never damaged bytes. Committing that offset for a group steps
+//! over it.
+//!
+//! # Waiting polls
+//!
+//! A poll with a wait returns as soon as a record arrives: at once for an
+//! append in the same process, within a few milliseconds for one in another
+//! process (the `wake` module explains how).
+//!
+//! # Consumer groups
+//!
+//! A member registers in `group_members` with a lease of [`LEASE`] (3 s)
+//! that a background task renews every [`RENEW_EVERY`] (0.5 s), as does each
+//! call to [`GroupMember::assigned`]. Ownership is sticky and balanced: on
+//! each renewal a member keeps the partitions it owns up to its fair share
+//! (live members sorted by id; each gets ⌊P/n⌋ or ⌈P/n⌉), releases extras
+//! and claims free partitions. A partition row names one owner, so two live
+//! members never hold the same partition. When a member leaves, its rows go
+//! at once and the others take its partitions on their next renewal; when
+//! its process dies, they take them once its lease has expired. An old owner
+//! may still be finishing a record when its partition moves: delivery is at
+//! least once, and committing is what acknowledges.
+//!
+//! Connections: one writer (records and offsets), one for group leases
+//! (`synchronous=NORMAL`: a lease is void after a reboot anyway) and a small
+//! pool of readers. All SQLite calls run on Tokio's blocking threads, never
+//! on the async workers.
 
-use std::path::Path;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::LogError;
+use async_trait::async_trait;
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use tokio::sync::oneshot;
 
-/// The embedded log backend.
-pub struct EmbeddedLog;
+use super::{GroupMember, Log, LogError, LogRecord, OutgoingRecord, TopicInfo};
+use agdx_wire::LogPosition;
+use schema::{DB_FILE, Durability, connect};
+use wake::DirWake;
+
+mod codec;
+mod group;
+mod schema;
+mod wake;
+
+pub use group::{LEASE, RENEW_EVERY};
+
+/// Largest payload of one record: 64 MB, the same limit as Apache Iggy's
+/// (`MAX_PAYLOAD_SIZE`), so a record fits both backends or neither.
+pub const MAX_RECORD_BYTES: usize = 64_000_000;
+
+/// Longest stream, topic or group name, in bytes (Iggy's limit too).
+const MAX_NAME_BYTES: usize = 255;
+
+/// A poll stops adding records once their payloads reach this many bytes
+/// (it always returns at least one record when one is there).
+const POLL_BYTES_BUDGET: usize = 64 * 1024 * 1024;
+
+/// Idle reader connections kept for reuse.
+const IDLE_READERS: usize = 4;
+
+/// The embedded log backend. Cheap to share behind an `Arc`; every method
+/// may be called concurrently.
+pub struct EmbeddedLog {
+    core: Arc<Core>,
+}
+
+/// What the handle, its blocking tasks and its group members share.
+struct Core {
+    /// The directory as the user named it, for messages.
+    dir: PathBuf,
+    /// The database file, canonical.
+    db: PathBuf,
+    writer: Mutex<Connection>,
+    /// Writes waiting for the writer (group commit).
+    queue: Mutex<Vec<Write>>,
+    groups: Mutex<Option<Connection>>,
+    readers: Mutex<Vec<Connection>>,
+    topics: Mutex<HashMap<(u32, u32), Arc<TopicRow>>>,
+    wake: Arc<DirWake>,
+}
+
+/// A topic as stored.
+struct TopicRow {
+    key: i64,
+    stream: String,
+    topic: String,
+    stream_id: u32,
+    topic_id: u32,
+    partitions: u32,
+}
+
+impl TopicRow {
+    fn info(&self) -> TopicInfo {
+        TopicInfo {
+            stream: self.stream.clone(),
+            topic: self.topic.clone(),
+            stream_id: self.stream_id,
+            topic_id: self.topic_id,
+            partitions: self.partitions,
+        }
+    }
+
+    fn position(&self, partition: u32, offset: u64) -> LogPosition {
+        LogPosition {
+            stream: self.stream_id,
+            topic: self.topic_id,
+            partition,
+            offset,
+        }
+    }
+
+    fn check_partition(&self, partition: u32) -> Result<(), LogError> {
+        if partition < self.partitions {
+            Ok(())
+        } else {
+            Err(LogError::NoSuchPartition {
+                stream: self.stream.clone(),
+                topic: self.topic.clone(),
+                partition,
+                partitions: self.partitions,
+            })
+        }
+    }
+}
+
+/// A write queued for the next group commit.
+enum Write {
+    Append {
+        topic_key: i64,
+        part: u32,
+        records: Vec<Encoded>,
+        done: oneshot::Sender<Result<(), LogError>>,
+    },
+    Commit {
+        topic_key: i64,
+        group: String,
+        part: u32,
+        offset: i64,
+        done: oneshot::Sender<Result<(), LogError>>,
+    },
+}
+
+/// A record checked and ready to insert.
+struct Encoded {
+    headers: Vec<u8>,
+    payload: Vec<u8>,
+}
+
+/// An error inside the backend: SQLite's, or already a log error.
+#[derive(Debug)]
+enum Fault {
+    Sql(rusqlite::Error),
+    Log(LogError),
+}
+
+impl From<rusqlite::Error> for Fault {
+    fn from(error: rusqlite::Error) -> Self {
+        Fault::Sql(error)
+    }
+}
+
+impl From<LogError> for Fault {
+    fn from(error: LogError) -> Self {
+        Fault::Log(error)
+    }
+}
+
+impl Fault {
+    /// The log error, naming the database file for SQLite's errors.
+    fn into_log(self, db: &Path) -> LogError {
+        match self {
+            Fault::Log(error) => error,
+            Fault::Sql(error) => LogError::Storage(format!("{}: {error}", db.display())),
+        }
+    }
+}
 
 impl EmbeddedLog {
     /// Opens (creating when needed) the embedded log in directory `path`.
-    pub fn open(_path: &Path) -> Result<Self, LogError> {
-        Err(LogError::Storage("the embedded log is not built yet".into()))
+    ///
+    /// This does a little blocking file I/O (creating the directory and the
+    /// schema); call it once at start-up.
+    pub fn open(path: &Path) -> Result<Self, LogError> {
+        let location = path.display().to_string();
+        std::fs::create_dir_all(path).map_err(|e| {
+            LogError::Storage(format!("cannot create the log directory {location}: {e}"))
+        })?;
+        let dir = path.canonicalize().map_err(|e| {
+            LogError::Storage(format!("cannot resolve the log directory {location}: {e}"))
+        })?;
+        let db = dir.join(DB_FILE);
+        let mut writer = connect(&db, Durability::Full, true).map_err(|f| f.into_log(&db))?;
+        schema::prepare(&mut writer, &location).map_err(|f| f.into_log(&db))?;
+        // Make the new file's directory entry durable too.
+        std::fs::File::open(&dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| {
+                LogError::Storage(format!("cannot sync the log directory {location}: {e}"))
+            })?;
+        Ok(EmbeddedLog {
+            core: Arc::new(Core {
+                dir: path.to_owned(),
+                wake: DirWake::for_db(&db),
+                db,
+                writer: Mutex::new(writer),
+                queue: Mutex::default(),
+                groups: Mutex::default(),
+                readers: Mutex::default(),
+                topics: Mutex::default(),
+            }),
+        })
+    }
+
+    /// The directory this log lives in, as given to [`EmbeddedLog::open`].
+    pub fn dir(&self) -> &Path {
+        &self.core.dir
+    }
+}
+
+/// Locks a mutex, going on when a panicking thread held it (every guarded
+/// value stays consistent: SQLite rolls back an unfinished transaction).
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Runs blocking work on Tokio's blocking threads.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, LogError> + Send + 'static,
+) -> Result<T, LogError> {
+    match tokio::task::spawn_blocking(work).await {
+        Ok(result) => result,
+        Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+        Err(error) => Err(LogError::Storage(format!(
+            "the storage task did not finish: {error}"
+        ))),
+    }
+}
+
+/// The wall clock in epoch microseconds.
+fn now_micros() -> Result<i64, Fault> {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .ok()
+        .and_then(|since| i64::try_from(since.as_micros()).ok())
+        .ok_or_else(|| {
+            Fault::Log(LogError::Storage(
+                "the system clock is before 1970 or past 2262".into(),
+            ))
+        })
+}
+
+/// Checks a stream, topic or group name.
+fn check_name(what: &str, name: &str) -> Result<(), LogError> {
+    if name.is_empty() || name.len() > MAX_NAME_BYTES {
+        return Err(LogError::InvalidInput(format!(
+            "a {what} name must be 1 to {MAX_NAME_BYTES} bytes, got {} bytes ({name:?})",
+            name.len()
+        )));
+    }
+    Ok(())
+}
+
+impl Core {
+    /// Runs `work` with a reader connection from the pool.
+    fn with_reader<T>(
+        &self,
+        work: impl FnOnce(&Connection) -> Result<T, Fault>,
+    ) -> Result<T, LogError> {
+        let pooled = lock(&self.readers).pop();
+        let conn = match pooled {
+            Some(conn) => conn,
+            None => connect(&self.db, Durability::Full, false).map_err(|f| f.into_log(&self.db))?,
+        };
+        let result = work(&conn).map_err(|f| f.into_log(&self.db));
+        let mut idle = lock(&self.readers);
+        if idle.len() < IDLE_READERS {
+            idle.push(conn);
+        }
+        result
+    }
+
+    /// Runs `work` with the group-lease connection, opening it on first use.
+    fn with_groups<T>(
+        &self,
+        work: impl FnOnce(&mut Connection) -> Result<T, Fault>,
+    ) -> Result<T, LogError> {
+        let mut slot = lock(&self.groups);
+        let conn = match &mut *slot {
+            Some(conn) => conn,
+            None => slot.insert(
+                connect(&self.db, Durability::Leases, false).map_err(|f| f.into_log(&self.db))?,
+            ),
+        };
+        work(conn).map_err(|f| f.into_log(&self.db))
+    }
+
+    /// The stored row of `info`'s topic, from the cache or the database.
+    fn resolve(&self, info: &TopicInfo) -> Result<Arc<TopicRow>, LogError> {
+        let missing = || LogError::NoSuchTopic {
+            stream: info.stream.clone(),
+            topic: info.topic.clone(),
+        };
+        let cached = lock(&self.topics)
+            .get(&(info.stream_id, info.topic_id))
+            .cloned();
+        let row = match cached {
+            Some(row) => row,
+            None => {
+                let row = self
+                    .with_reader(|conn| find_topic_by_id(conn, info.stream_id, info.topic_id))?
+                    .ok_or_else(missing)?;
+                let row = Arc::new(row);
+                lock(&self.topics).insert((info.stream_id, info.topic_id), row.clone());
+                row
+            }
+        };
+        if row.stream != info.stream || row.topic != info.topic {
+            return Err(missing());
+        }
+        Ok(row)
+    }
+
+    /// Commits every queued write in one transaction and reports to each
+    /// writer. Called after queueing; finds the queue empty when an earlier
+    /// call already took its write along.
+    fn flush(&self) {
+        let mut conn = lock(&self.writer);
+        let writes = std::mem::take(&mut *lock(&self.queue));
+        if writes.is_empty() {
+            return;
+        }
+        match commit_writes(&mut conn, &writes) {
+            Ok(()) => {
+                self.wake
+                    .appended(writes.iter().filter_map(|write| match write {
+                        Write::Append {
+                            topic_key, part, ..
+                        } => Some((*topic_key, *part)),
+                        Write::Commit { .. } => None,
+                    }));
+                for write in writes {
+                    let (Write::Append { done, .. } | Write::Commit { done, .. }) = write;
+                    let _ = done.send(Ok(()));
+                }
+            }
+            Err(fault) => {
+                let message = match fault.into_log(&self.db) {
+                    LogError::Storage(message) => message,
+                    other => other.to_string(),
+                };
+                for write in writes {
+                    let (Write::Append { done, .. } | Write::Commit { done, .. }) = write;
+                    let _ = done.send(Err(LogError::Storage(message.clone())));
+                }
+            }
+        }
+    }
+
+    /// Reads up to `max` records of a partition from offset `from`.
+    fn read(
+        &self,
+        topic: &TopicRow,
+        part: u32,
+        from: u64,
+        max: u32,
+    ) -> Result<Vec<LogRecord>, LogError> {
+        self.with_reader(|conn| read_records(conn, topic, part, from, max))
+    }
+}
+
+/// Queues a write and waits until a group commit has taken it.
+async fn submit(
+    core: &Arc<Core>,
+    write: Write,
+    done: oneshot::Receiver<Result<(), LogError>>,
+) -> Result<(), LogError> {
+    lock(&core.queue).push(write);
+    let flusher = core.clone();
+    blocking(move || {
+        flusher.flush();
+        Ok(())
+    })
+    .await?;
+    done.await.unwrap_or_else(|_| {
+        Err(LogError::Storage(
+            "the write was dropped before it was committed".into(),
+        ))
+    })
+}
+
+/// The group-commit transaction.
+fn commit_writes(conn: &mut Connection, writes: &[Write]) -> Result<(), Fault> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let now = now_micros()?;
+    for write in writes {
+        match write {
+            Write::Append {
+                topic_key,
+                part,
+                records,
+                ..
+            } => append_batch(&tx, *topic_key, *part, records, now)?,
+            Write::Commit {
+                topic_key,
+                group,
+                part,
+                offset,
+                ..
+            } => group::store_offset(&tx, *topic_key, group, *part, *offset)?,
+        }
+    }
+    tx.commit()?;
+    Ok(())
+}
+
+/// Inserts one batch after the partition's last record.
+fn append_batch(
+    conn: &Connection,
+    topic_key: i64,
+    part: u32,
+    records: &[Encoded],
+    now: i64,
+) -> Result<(), Fault> {
+    let last: Option<(i64, i64)> = conn
+        .prepare_cached("SELECT off, ts FROM records WHERE topic_key = ?1 AND part = ?2 ORDER BY off DESC LIMIT 1")?
+        .query_row(params![topic_key, part], |row| Ok((row.get(0)?, row.get(1)?)))
+        .optional()?;
+    let (mut offset, timestamp) = match last {
+        Some((off, ts)) => (off + 1, ts.max(now)),
+        None => (0, now),
+    };
+    let mut insert = conn.prepare_cached(
+        "INSERT INTO records (topic_key, part, off, ts, headers, payload, checksum) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    )?;
+    for record in records {
+        let checksum = codec::checksum(
+            offset as u64,
+            timestamp as u64,
+            &record.headers,
+            &record.payload,
+        );
+        insert.execute(params![
+            topic_key,
+            part,
+            offset,
+            timestamp,
+            record.headers,
+            record.payload,
+            checksum as i64
+        ])?;
+        offset += 1;
+    }
+    Ok(())
+}
+
+/// Reads records, checking each one's checksum and headers.
+fn read_records(
+    conn: &Connection,
+    topic: &TopicRow,
+    part: u32,
+    from: u64,
+    max: u32,
+) -> Result<Vec<LogRecord>, Fault> {
+    let Ok(from) = i64::try_from(from) else {
+        return Ok(Vec::new());
+    };
+    let mut stmt = conn.prepare_cached(
+        "SELECT off, ts, headers, payload, checksum FROM records
+         WHERE topic_key = ?1 AND part = ?2 AND off >= ?3 ORDER BY off LIMIT ?4",
+    )?;
+    let mut rows = stmt.query(params![topic.key, part, from, max])?;
+    let mut out = Vec::new();
+    let mut bytes = 0usize;
+    while let Some(row) = rows.next()? {
+        let offset: i64 = row.get(0)?;
+        let position = topic.position(part, offset as u64);
+        let checked = (|| {
+            let offset = u64::try_from(offset).map_err(|_| format!("negative offset {offset}"))?;
+            let timestamp: i64 = row.get(1).map_err(|e| e.to_string())?;
+            let timestamp =
+                u64::try_from(timestamp).map_err(|_| format!("negative timestamp {timestamp}"))?;
+            let headers = blob(row, 2)?;
+            let payload = blob(row, 3)?;
+            let stored: i64 = row.get(4).map_err(|e| e.to_string())?;
+            if codec::checksum(offset, timestamp, headers, payload) != stored as u64 {
+                return Err("checksum mismatch".to_owned());
+            }
+            Ok(LogRecord {
+                position,
+                timestamp_micros: timestamp,
+                headers: codec::decode_headers(headers)?,
+                payload: payload.to_vec(),
+            })
+        })();
+        match checked {
+            Ok(record) => {
+                bytes += record.payload.len();
+                out.push(record);
+                if bytes >= POLL_BYTES_BUDGET {
+                    break;
+                }
+            }
+            Err(reason) if out.is_empty() => {
+                return Err(LogError::Corrupt { position, reason }.into());
+            }
+            Err(reason) => {
+                tracing::error!(%position, %reason, "damaged record in the embedded log");
+                break;
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Column `index` of `row` as a blob.
+fn blob<'r>(row: &'r rusqlite::Row<'_>, index: usize) -> Result<&'r [u8], String> {
+    let value = row.get_ref(index).map_err(|e| e.to_string())?;
+    value.as_blob().map_err(|e| format!("column {index}: {e}"))
+}
+
+fn topic_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<TopicRow> {
+    Ok(TopicRow {
+        key: row.get(0)?,
+        stream: row.get(1)?,
+        topic: row.get(2)?,
+        stream_id: row.get(3)?,
+        topic_id: row.get(4)?,
+        partitions: row.get(5)?,
+    })
+}
+
+const SELECT_TOPIC: &str = "SELECT t.topic_key, s.name, t.name, s.id, t.id, t.partitions
+     FROM topics t JOIN streams s ON s.id = t.stream_id";
+
+fn find_topic_by_id(
+    conn: &Connection,
+    stream_id: u32,
+    topic_id: u32,
+) -> Result<Option<TopicRow>, Fault> {
+    Ok(conn
+        .prepare_cached(&format!("{SELECT_TOPIC} WHERE s.id = ?1 AND t.id = ?2"))?
+        .query_row(params![stream_id, topic_id], topic_row)
+        .optional()?)
+}
+
+fn find_topic_by_name(
+    conn: &Connection,
+    stream: &str,
+    topic: &str,
+) -> Result<Option<TopicRow>, Fault> {
+    Ok(conn
+        .prepare_cached(&format!("{SELECT_TOPIC} WHERE s.name = ?1 AND t.name = ?2"))?
+        .query_row(params![stream, topic], topic_row)
+        .optional()?)
+}
+
+/// Creates the stream and topic unless they exist; checks the partition count.
+fn ensure_topic(
+    conn: &mut Connection,
+    stream: &str,
+    topic: &str,
+    partitions: u32,
+) -> Result<TopicRow, Fault> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    if let Some(row) = find_topic_by_name(&tx, stream, topic)? {
+        if row.partitions != partitions {
+            return Err(LogError::PartitionMismatch {
+                stream: stream.to_owned(),
+                topic: topic.to_owned(),
+                existing: row.partitions,
+                wanted: partitions,
+            }
+            .into());
+        }
+        return Ok(row);
+    }
+    let now = now_micros()?;
+    let stream_id: Option<u32> = tx
+        .query_row("SELECT id FROM streams WHERE name = ?1", [stream], |row| {
+            row.get(0)
+        })
+        .optional()?;
+    let stream_id = match stream_id {
+        Some(id) => id,
+        None => {
+            let id: u32 =
+                tx.query_row("SELECT coalesce(max(id), 0) + 1 FROM streams", [], |row| {
+                    row.get(0)
+                })?;
+            tx.execute(
+                "INSERT INTO streams (id, name, created_micros) VALUES (?1, ?2, ?3)",
+                params![id, stream, now],
+            )?;
+            id
+        }
+    };
+    let topic_id: u32 = tx.query_row(
+        "SELECT coalesce(max(id), 0) + 1 FROM topics WHERE stream_id = ?1",
+        [stream_id],
+        |row| row.get(0),
+    )?;
+    tx.execute(
+        "INSERT INTO topics (stream_id, id, name, partitions, created_micros) VALUES (?1, ?2, ?3, ?4, ?5)",
+        params![stream_id, topic_id, topic, partitions, now],
+    )?;
+    let row = TopicRow {
+        key: tx.last_insert_rowid(),
+        stream: stream.to_owned(),
+        topic: topic.to_owned(),
+        stream_id,
+        topic_id,
+        partitions,
+    };
+    tx.commit()?;
+    Ok(row)
+}
+
+#[async_trait]
+impl Log for EmbeddedLog {
+    fn describe(&self) -> String {
+        format!("embedded:{}", self.core.dir.display())
+    }
+
+    fn max_record_bytes(&self) -> usize {
+        MAX_RECORD_BYTES
+    }
+
+    async fn ensure_topic(
+        &self,
+        stream: &str,
+        topic: &str,
+        partitions: u32,
+    ) -> Result<TopicInfo, LogError> {
+        check_name("stream", stream)?;
+        check_name("topic", topic)?;
+        if partitions == 0 {
+            return Err(LogError::InvalidInput(format!(
+                "topic '{stream}/{topic}' needs at least one partition, got 0"
+            )));
+        }
+        let core = self.core.clone();
+        let (stream, topic) = (stream.to_owned(), topic.to_owned());
+        blocking(move || {
+            let row = ensure_topic(&mut lock(&core.writer), &stream, &topic, partitions)
+                .map_err(|f| f.into_log(&core.db))?;
+            let info = row.info();
+            lock(&core.topics).insert((row.stream_id, row.topic_id), Arc::new(row));
+            Ok(info)
+        })
+        .await
+    }
+
+    async fn topic(&self, stream: &str, topic: &str) -> Result<Option<TopicInfo>, LogError> {
+        let core = self.core.clone();
+        let (stream, topic) = (stream.to_owned(), topic.to_owned());
+        blocking(move || {
+            Ok(core
+                .with_reader(|conn| find_topic_by_name(conn, &stream, &topic))?
+                .map(|row| row.info()))
+        })
+        .await
+    }
+
+    async fn append(
+        &self,
+        topic: &TopicInfo,
+        partition: u32,
+        records: Vec<OutgoingRecord>,
+    ) -> Result<(), LogError> {
+        if records.is_empty() {
+            return Err(LogError::InvalidInput(
+                "an append needs at least one record; the batch is empty".into(),
+            ));
+        }
+        let mut encoded = Vec::with_capacity(records.len());
+        for (index, record) in records.into_iter().enumerate() {
+            if record.payload.is_empty() {
+                return Err(LogError::InvalidInput(format!(
+                    "record {index} of the batch has an empty payload; every record needs at least one byte"
+                )));
+            }
+            if record.payload.len() > MAX_RECORD_BYTES {
+                return Err(LogError::RecordTooLarge {
+                    size: record.payload.len(),
+                    limit: MAX_RECORD_BYTES,
+                });
+            }
+            encoded.push(Encoded {
+                headers: codec::encode_headers(&record.headers)?,
+                payload: record.payload,
+            });
+        }
+        let row = self.resolve(topic).await?;
+        row.check_partition(partition)?;
+        let (done, report) = oneshot::channel();
+        let write = Write::Append {
+            topic_key: row.key,
+            part: partition,
+            records: encoded,
+            done,
+        };
+        submit(&self.core, write, report).await
+    }
+
+    async fn poll(
+        &self,
+        topic: &TopicInfo,
+        partition: u32,
+        from: u64,
+        max: u32,
+        wait: Duration,
+    ) -> Result<Vec<LogRecord>, LogError> {
+        if max == 0 {
+            return Err(LogError::InvalidInput(
+                "a poll must ask for at least one record (max was 0)".into(),
+            ));
+        }
+        let row = self.resolve(topic).await?;
+        row.check_partition(partition)?;
+        let deadline = tokio::time::Instant::now() + wait;
+        let appended = self.core.wake.partition(row.key, partition);
+        let mut waiting = None;
+        loop {
+            let local = appended.notified();
+            let external = self.core.wake.external().notified();
+            tokio::pin!(local, external);
+            local.as_mut().enable();
+            external.as_mut().enable();
+            let (core, reading) = (self.core.clone(), row.clone());
+            let records = blocking(move || core.read(&reading, partition, from, max)).await?;
+            if !records.is_empty() || tokio::time::Instant::now() >= deadline {
+                return Ok(records);
+            }
+            if waiting.is_none() {
+                waiting = Some(self.core.wake.wait());
+            }
+            tokio::select! {
+                _ = local => {}
+                _ = external => {}
+                _ = tokio::time::sleep_until(deadline) => {}
+            }
+        }
+    }
+
+    async fn last_offset(
+        &self,
+        topic: &TopicInfo,
+        partition: u32,
+    ) -> Result<Option<u64>, LogError> {
+        let row = self.resolve(topic).await?;
+        row.check_partition(partition)?;
+        let core = self.core.clone();
+        blocking(move || {
+            core.with_reader(|conn| {
+                let last: Option<i64> = conn
+                    .prepare_cached(
+                        "SELECT max(off) FROM records WHERE topic_key = ?1 AND part = ?2",
+                    )?
+                    .query_row(params![row.key, partition], |r| r.get(0))?;
+                last.map(|off| {
+                    u64::try_from(off).map_err(|_| {
+                        Fault::Log(LogError::Corrupt {
+                            position: row.position(partition, 0),
+                            reason: format!("negative offset {off}"),
+                        })
+                    })
+                })
+                .transpose()
+            })
+        })
+        .await
+    }
+
+    async fn join_group(
+        &self,
+        topic: &TopicInfo,
+        group: &str,
+    ) -> Result<Box<dyn GroupMember>, LogError> {
+        check_name("consumer group", group)?;
+        let row = self.resolve(topic).await?;
+        Ok(Box::new(
+            group::EmbeddedMember::join(self.core.clone(), row, group).await?,
+        ))
+    }
+
+    async fn store_offset(
+        &self,
+        topic: &TopicInfo,
+        group: &str,
+        partition: u32,
+        offset: u64,
+    ) -> Result<(), LogError> {
+        check_name("consumer group", group)?;
+        let offset = i64::try_from(offset).map_err(|_| {
+            LogError::InvalidInput(format!("offset {offset} is beyond any partition's range"))
+        })?;
+        let row = self.resolve(topic).await?;
+        row.check_partition(partition)?;
+        let (done, report) = oneshot::channel();
+        let write = Write::Commit {
+            topic_key: row.key,
+            group: group.to_owned(),
+            part: partition,
+            offset,
+            done,
+        };
+        submit(&self.core, write, report).await
+    }
+
+    async fn committed_offset(
+        &self,
+        topic: &TopicInfo,
+        group: &str,
+        partition: u32,
+    ) -> Result<Option<u64>, LogError> {
+        let row = self.resolve(topic).await?;
+        row.check_partition(partition)?;
+        let core = self.core.clone();
+        let group = group.to_owned();
+        blocking(move || {
+            core.with_reader(|conn| {
+                let offset = group::committed_offset(conn, row.key, &group, partition)?;
+                offset
+                    .map(|off| {
+                        u64::try_from(off).map_err(|_| {
+                            Fault::Log(LogError::Corrupt {
+                                position: row.position(partition, 0),
+                                reason: format!(
+                                    "negative committed offset {off} for group '{group}'"
+                                ),
+                            })
+                        })
+                    })
+                    .transpose()
+            })
+        })
+        .await
+    }
+}
+
+impl EmbeddedLog {
+    /// The stored row of a topic: from the cache when it is there, else read
+    /// on a blocking thread.
+    async fn resolve(&self, topic: &TopicInfo) -> Result<Arc<TopicRow>, LogError> {
+        let cached = lock(&self.core.topics)
+            .get(&(topic.stream_id, topic.topic_id))
+            .cloned();
+        if let Some(row) = cached {
+            if row.stream == topic.stream && row.topic == topic.topic {
+                return Ok(row);
+            }
+        }
+        let core = self.core.clone();
+        let topic = topic.clone();
+        blocking(move || core.resolve(&topic)).await
     }
 }

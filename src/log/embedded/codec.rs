@@ -1,0 +1,262 @@
+//! How one record's headers are stored, and the record checksum.
+//!
+//! Headers are kept in one blob, one entry after another:
+//!
+//! ```text
+//! name length (u8) | name (UTF-8) | kind code (u8) | value length (u8) | value bytes
+//! ```
+//!
+//! Kind codes are Apache Iggy's (`Raw` = 1 … `Float64` = 15). Names and
+//! values are 1–255 bytes, fixed-size kinds carry exactly their width (a
+//! `Uint32` is 4 bytes), and a name appears at most once: the limits Iggy
+//! puts on user headers, so a record the embedded log accepts is one Iggy
+//! accepts too. Headers are stored (and so read back) ordered by name,
+//! which is also the order Iggy returns them in.
+//!
+//! The checksum is xxh3-64 over the offset, the timestamp and the header
+//! blob's length (little-endian u64 each), the header blob and the payload, so a damaged payload, damaged
+//! headers and a record that moved all fail it.
+
+use agdx_wire::{HeaderKind, HeaderValue, Headers};
+use xxhash_rust::xxh3::Xxh3Default;
+
+use crate::log::LogError;
+
+/// Longest header name or value, in bytes.
+const MAX_HEADER_FIELD: usize = 255;
+
+/// Iggy's code for a header kind.
+fn kind_code(kind: HeaderKind) -> u8 {
+    match kind {
+        HeaderKind::Raw => 1,
+        HeaderKind::String => 2,
+        HeaderKind::Bool => 3,
+        HeaderKind::Int8 => 4,
+        HeaderKind::Int16 => 5,
+        HeaderKind::Int32 => 6,
+        HeaderKind::Int64 => 7,
+        HeaderKind::Int128 => 8,
+        HeaderKind::Uint8 => 9,
+        HeaderKind::Uint16 => 10,
+        HeaderKind::Uint32 => 11,
+        HeaderKind::Uint64 => 12,
+        HeaderKind::Uint128 => 13,
+        HeaderKind::Float32 => 14,
+        HeaderKind::Float64 => 15,
+    }
+}
+
+/// The header kind with Iggy's code `code`.
+fn kind_from_code(code: u8) -> Option<HeaderKind> {
+    Some(match code {
+        1 => HeaderKind::Raw,
+        2 => HeaderKind::String,
+        3 => HeaderKind::Bool,
+        4 => HeaderKind::Int8,
+        5 => HeaderKind::Int16,
+        6 => HeaderKind::Int32,
+        7 => HeaderKind::Int64,
+        8 => HeaderKind::Int128,
+        9 => HeaderKind::Uint8,
+        10 => HeaderKind::Uint16,
+        11 => HeaderKind::Uint32,
+        12 => HeaderKind::Uint64,
+        13 => HeaderKind::Uint128,
+        14 => HeaderKind::Float32,
+        15 => HeaderKind::Float64,
+        _ => return None,
+    })
+}
+
+/// The width of a fixed-size kind, `None` for `Raw` and `String`.
+fn fixed_width(kind: HeaderKind) -> Option<usize> {
+    match kind {
+        HeaderKind::Raw | HeaderKind::String => None,
+        HeaderKind::Bool | HeaderKind::Int8 | HeaderKind::Uint8 => Some(1),
+        HeaderKind::Int16 | HeaderKind::Uint16 => Some(2),
+        HeaderKind::Int32 | HeaderKind::Uint32 | HeaderKind::Float32 => Some(4),
+        HeaderKind::Int64 | HeaderKind::Uint64 | HeaderKind::Float64 => Some(8),
+        HeaderKind::Int128 | HeaderKind::Uint128 => Some(16),
+    }
+}
+
+/// Checks `headers` against the limits above and encodes them, ordered by name.
+pub(super) fn encode_headers(headers: &Headers) -> Result<Vec<u8>, LogError> {
+    let mut sorted: Vec<&(String, HeaderValue)> = headers.iter().collect();
+    sorted.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+    if let Some(pair) = sorted.windows(2).find(|pair| pair[0].0 == pair[1].0) {
+        return Err(LogError::InvalidInput(format!(
+            "header '{}' appears twice on one record; a record carries each header name at most once",
+            pair[0].0
+        )));
+    }
+    let mut out = Vec::with_capacity(
+        headers
+            .iter()
+            .map(|(n, v)| 3 + n.len() + v.bytes.len())
+            .sum(),
+    );
+    for (name, value) in sorted {
+        let name_len = field_len(name.as_bytes(), || format!("header name '{name}'"))?;
+        let value_len = field_len(&value.bytes, || format!("the value of header '{name}'"))?;
+        match fixed_width(value.kind) {
+            Some(width) if value.bytes.len() != width => {
+                return Err(LogError::InvalidInput(format!(
+                    "header '{name}' is a {:?} value, which is {width} bytes, but carries {} bytes",
+                    value.kind,
+                    value.bytes.len()
+                )));
+            }
+            _ => {}
+        }
+        out.push(name_len);
+        out.extend_from_slice(name.as_bytes());
+        out.push(kind_code(value.kind));
+        out.push(value_len);
+        out.extend_from_slice(&value.bytes);
+    }
+    Ok(out)
+}
+
+/// The length of a header name or value as its one-byte prefix, when it is 1–255 bytes.
+fn field_len(bytes: &[u8], what: impl FnOnce() -> String) -> Result<u8, LogError> {
+    match u8::try_from(bytes.len()) {
+        Ok(len) if len > 0 => Ok(len),
+        _ => Err(LogError::InvalidInput(format!(
+            "{} is {} bytes; header names and values must be 1 to {MAX_HEADER_FIELD} bytes",
+            what(),
+            bytes.len()
+        ))),
+    }
+}
+
+/// Decodes a stored header blob; the error says what is wrong with it.
+pub(super) fn decode_headers(mut blob: &[u8]) -> Result<Headers, String> {
+    let mut headers = Headers::new();
+    while !blob.is_empty() {
+        let name = take_field(&mut blob, "header name")?;
+        let name = std::str::from_utf8(name)
+            .map_err(|_| "a header name is not UTF-8".to_owned())?
+            .to_owned();
+        let (&code, rest) = blob
+            .split_first()
+            .ok_or_else(|| format!("header '{name}' has no kind"))?;
+        blob = rest;
+        let kind = kind_from_code(code)
+            .ok_or_else(|| format!("header '{name}' has unknown kind code {code}"))?;
+        let bytes = take_field(&mut blob, "header value")?.to_vec();
+        headers.push((name, HeaderValue { kind, bytes }));
+    }
+    Ok(headers)
+}
+
+/// Splits a length-prefixed field off the front of `blob`.
+fn take_field<'a>(blob: &mut &'a [u8], what: &str) -> Result<&'a [u8], String> {
+    let (&len, rest) = blob
+        .split_first()
+        .ok_or_else(|| format!("a {what} is cut off"))?;
+    let len = usize::from(len);
+    if rest.len() < len {
+        return Err(format!(
+            "a {what} claims {len} bytes but only {} remain",
+            rest.len()
+        ));
+    }
+    let (field, rest) = rest.split_at(len);
+    *blob = rest;
+    Ok(field)
+}
+
+/// The checksum stored with a record.
+pub(super) fn checksum(offset: u64, timestamp_micros: u64, headers: &[u8], payload: &[u8]) -> u64 {
+    let mut hasher = Xxh3Default::new();
+    hasher.update(&offset.to_le_bytes());
+    hasher.update(&timestamp_micros.to_le_bytes());
+    hasher.update(&(headers.len() as u64).to_le_bytes());
+    hasher.update(headers);
+    hasher.update(payload);
+    hasher.digest()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headers_round_trip_sorted_by_name() {
+        let headers: Headers = vec![
+            ("z".into(), HeaderValue::u8(7)),
+            ("agdx.av".into(), HeaderValue::u32(1)),
+            ("conv".into(), HeaderValue::u128(u128::MAX - 5)),
+            ("agdx.to".into(), HeaderValue::string("billing")),
+        ];
+        let blob = encode_headers(&headers).unwrap();
+        let mut expected = headers.clone();
+        expected.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(decode_headers(&blob).unwrap(), expected);
+    }
+
+    #[test]
+    fn every_kind_code_round_trips() {
+        for code in 0..=u8::MAX {
+            if let Some(kind) = kind_from_code(code) {
+                assert_eq!(kind_code(kind), code);
+            }
+        }
+        assert_eq!((1..=15).filter_map(kind_from_code).count(), 15);
+    }
+
+    #[test]
+    fn limits_are_enforced() {
+        let too_long = "x".repeat(256);
+        let cases: Vec<Headers> = vec![
+            vec![("".into(), HeaderValue::u8(1))],
+            vec![(too_long.clone(), HeaderValue::u8(1))],
+            vec![("a".into(), HeaderValue::string(""))],
+            vec![("a".into(), HeaderValue::string(&too_long))],
+            vec![(
+                "a".into(),
+                HeaderValue {
+                    kind: HeaderKind::Uint32,
+                    bytes: vec![1, 2],
+                },
+            )],
+            vec![
+                ("a".into(), HeaderValue::u8(1)),
+                ("a".into(), HeaderValue::u8(2)),
+            ],
+        ];
+        for headers in cases {
+            assert!(
+                matches!(encode_headers(&headers), Err(LogError::InvalidInput(_))),
+                "{headers:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn damaged_blobs_are_errors_not_panics() {
+        let blob = encode_headers(&vec![("name".into(), HeaderValue::string("value"))]).unwrap();
+        for cut in 0..blob.len() {
+            let _ = decode_headers(&blob[..cut]);
+        }
+        let mut bad_kind = blob.clone();
+        bad_kind[5] = 99;
+        assert!(
+            decode_headers(&bad_kind)
+                .unwrap_err()
+                .contains("unknown kind")
+        );
+        assert!(decode_headers(&blob[..blob.len() - 1]).is_err());
+    }
+
+    #[test]
+    fn checksum_covers_every_part() {
+        let base = checksum(1, 2, b"h", b"p");
+        assert_ne!(base, checksum(0, 2, b"h", b"p"));
+        assert_ne!(base, checksum(1, 3, b"h", b"p"));
+        assert_ne!(base, checksum(1, 2, b"H", b"p"));
+        assert_ne!(base, checksum(1, 2, b"h", b"P"));
+        assert_ne!(base, checksum(1, 2, b"", b"hp"));
+    }
+}

@@ -1,0 +1,169 @@
+//! Waking polls that wait for records.
+//!
+//! Every log directory open in this process has one [`DirWake`], shared by
+//! all [`EmbeddedLog`](super::EmbeddedLog) handles on it (the process-global
+//! registry is keyed by the database file's canonical path). It wakes a
+//! waiting poll in two ways:
+//!
+//! - **Same process:** after an append commits, the appender wakes the
+//!   pollers of that partition through a per-partition [`Notify`] at once.
+//! - **Other processes:** while at least one poll waits, a watcher thread
+//!   reads SQLite's `PRAGMA data_version` every 2–5 ms (a read of the WAL
+//!   index, no query) and, when another connection has committed, wakes every
+//!   waiting poll of the directory to read again. The thread ends a second
+//!   after the last waiting poll gave up waiting.
+//!
+//! A poll arms both notifications *before* it reads, so a record committed
+//! between its read and its wait still wakes it.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, LazyLock, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use tokio::sync::Notify;
+
+use super::{Durability, connect, lock};
+
+/// Shortest pause between two checks of the database for other processes' commits.
+const WATCH_MIN_INTERVAL: Duration = Duration::from_millis(2);
+/// Longest such pause, reached after a run of checks that found nothing.
+const WATCH_MAX_INTERVAL: Duration = Duration::from_millis(5);
+/// How long the watcher thread lingers once no poll waits.
+const WATCH_LINGER: Duration = Duration::from_secs(1);
+
+/// The directories open in this process, by database file.
+static DIRS: LazyLock<Mutex<HashMap<PathBuf, Weak<DirWake>>>> = LazyLock::new(Default::default);
+
+/// The wake-up hub of one log directory in this process.
+pub(super) struct DirWake {
+    db: PathBuf,
+    partitions: Mutex<HashMap<(i64, u32), Arc<Notify>>>,
+    external: Notify,
+    watcher: Mutex<Watcher>,
+}
+
+#[derive(Default)]
+struct Watcher {
+    /// Polls waiting now.
+    waiting: usize,
+    /// Whether the watcher thread runs.
+    running: bool,
+}
+
+/// Registers a waiting poll with the cross-process watcher while it lives.
+pub(super) struct Waiting(Arc<DirWake>);
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        lock(&self.0.watcher).waiting -= 1;
+    }
+}
+
+impl DirWake {
+    /// The hub for database file `db` (a canonical path).
+    pub(super) fn for_db(db: &Path) -> Arc<DirWake> {
+        let mut dirs = lock(&DIRS);
+        if let Some(hub) = dirs.get(db).and_then(Weak::upgrade) {
+            return hub;
+        }
+        dirs.retain(|_, hub| hub.strong_count() > 0);
+        let hub = Arc::new(DirWake {
+            db: db.to_owned(),
+            partitions: Mutex::default(),
+            external: Notify::new(),
+            watcher: Mutex::default(),
+        });
+        dirs.insert(db.to_owned(), Arc::downgrade(&hub));
+        hub
+    }
+
+    /// The notification for appends to partition `part` of topic `topic_key`.
+    pub(super) fn partition(&self, topic_key: i64, part: u32) -> Arc<Notify> {
+        lock(&self.partitions)
+            .entry((topic_key, part))
+            .or_default()
+            .clone()
+    }
+
+    /// Wakes this process's polls waiting on the given partitions.
+    pub(super) fn appended(&self, partitions: impl IntoIterator<Item = (i64, u32)>) {
+        let map = lock(&self.partitions);
+        for key in partitions {
+            if let Some(notify) = map.get(&key) {
+                notify.notify_waiters();
+            }
+        }
+    }
+
+    /// The notification for commits by other processes (or other
+    /// connections): sent to every waiting poll of the directory.
+    pub(super) fn external(&self) -> &Notify {
+        &self.external
+    }
+
+    /// Registers a waiting poll, starting the watcher thread when needed.
+    pub(super) fn wait(self: &Arc<Self>) -> Waiting {
+        let mut watcher = lock(&self.watcher);
+        watcher.waiting += 1;
+        if !watcher.running {
+            let hub = self.clone();
+            let started = std::thread::Builder::new()
+                .name("agdx-log-watch".into())
+                .spawn(move || hub.watch());
+            match started {
+                Ok(_) => watcher.running = true,
+                Err(error) => {
+                    tracing::warn!(%error, "cannot start the embedded log's watcher thread; polls will not see other processes' appends until their wait ends")
+                }
+            }
+        }
+        Waiting(self.clone())
+    }
+
+    /// The watcher thread: reports other connections' commits while polls wait.
+    fn watch(self: Arc<Self>) {
+        let conn = connect(&self.db, Durability::Leases, false);
+        let conn = match conn {
+            Ok(conn) => conn,
+            Err(error) => {
+                tracing::warn!(error = %error.into_log(&self.db), "the embedded log's watcher cannot open the database");
+                lock(&self.watcher).running = false;
+                return;
+            }
+        };
+        let version = |conn: &rusqlite::Connection| {
+            conn.pragma_query_value(None, "data_version", |row| row.get::<_, i64>(0))
+        };
+        let mut seen = version(&conn).ok();
+        // Polls that armed their wake-up before `seen` was read may have
+        // missed a commit made just before: let them read again.
+        self.external.notify_waiters();
+        let mut interval = WATCH_MIN_INTERVAL;
+        let mut idle_since: Option<Instant> = None;
+        loop {
+            {
+                let mut watcher = lock(&self.watcher);
+                if watcher.waiting > 0 {
+                    idle_since = None;
+                } else if idle_since.get_or_insert_with(Instant::now).elapsed() >= WATCH_LINGER {
+                    watcher.running = false;
+                    return;
+                }
+            }
+            std::thread::sleep(interval);
+            match version(&conn) {
+                Ok(now) if Some(now) != seen => {
+                    seen = Some(now);
+                    interval = WATCH_MIN_INTERVAL;
+                    self.external.notify_waiters();
+                }
+                Ok(_) => interval = (interval + Duration::from_millis(1)).min(WATCH_MAX_INTERVAL),
+                Err(error) => {
+                    tracing::warn!(%error, db = %self.db.display(), "the embedded log's watcher cannot read the database");
+                    interval = WATCH_MAX_INTERVAL;
+                }
+            }
+        }
+    }
+}
