@@ -4,49 +4,126 @@
 //! bytes (numbers little-endian), so a header built here goes to Iggy and to
 //! the embedded log unchanged.
 
-/// The kind of a typed header value (Iggy's header kinds).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum HeaderKind {
-    Raw,
-    String,
-    Bool,
-    Int8,
-    Int16,
-    Int32,
-    Int64,
-    Int128,
-    Uint8,
-    Uint16,
-    Uint32,
-    Uint64,
-    Uint128,
-    Float32,
-    Float64,
+use std::fmt;
+use std::str::FromStr;
+
+use crate::dictionary::ContentType;
+use crate::envelope::AgentEnvelope;
+
+macro_rules! header_kinds {
+    ($( $(#[$doc:meta])* $variant:ident => $name:literal, )*) => {
+        /// The kind of a typed header value (Iggy's header kinds).
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum HeaderKind {
+            $( $(#[$doc])* $variant, )*
+        }
+
+        impl HeaderKind {
+            /// Every kind.
+            pub const ALL: &'static [HeaderKind] = &[$(HeaderKind::$variant),*];
+
+            /// The kind's name as the AGDX reference corpus writes it
+            /// (`u8`, `u32`, `uint128`, `string`, ...).
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $( HeaderKind::$variant => $name, )*
+                }
+            }
+        }
+
+        impl FromStr for HeaderKind {
+            type Err = UnknownHeaderKind;
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                match s {
+                    $( $name => Ok(HeaderKind::$variant), )*
+                    _ => Err(UnknownHeaderKind(s.to_owned())),
+                }
+            }
+        }
+    };
+}
+
+header_kinds! {
+    /// Opaque bytes.
+    Raw => "raw",
+    /// UTF-8 text.
+    String => "string",
+    /// A boolean.
+    Bool => "bool",
+    /// `i8`.
+    Int8 => "i8",
+    /// `i16`.
+    Int16 => "i16",
+    /// `i32`.
+    Int32 => "i32",
+    /// `i64`.
+    Int64 => "i64",
+    /// `i128`.
+    Int128 => "int128",
+    /// `u8`.
+    Uint8 => "u8",
+    /// `u16`.
+    Uint16 => "u16",
+    /// `u32`.
+    Uint32 => "u32",
+    /// `u64`.
+    Uint64 => "u64",
+    /// `u128`.
+    Uint128 => "uint128",
+    /// `f32`.
+    Float32 => "f32",
+    /// `f64`.
+    Float64 => "f64",
+}
+
+/// A header kind name that is not known.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown header kind {0:?}")]
+pub struct UnknownHeaderKind(pub String);
+
+impl fmt::Display for HeaderKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 /// One typed header value: its kind and its bytes as Iggy stores them.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct HeaderValue {
+    /// The value's kind.
     pub kind: HeaderKind,
+    /// The value's bytes (numbers little-endian).
     pub bytes: Vec<u8>,
 }
 
 impl HeaderValue {
     /// A `u8` header value.
     pub fn u8(v: u8) -> Self {
-        Self { kind: HeaderKind::Uint8, bytes: vec![v] }
+        Self {
+            kind: HeaderKind::Uint8,
+            bytes: vec![v],
+        }
     }
     /// A `u32` header value (little-endian bytes).
     pub fn u32(v: u32) -> Self {
-        Self { kind: HeaderKind::Uint32, bytes: v.to_le_bytes().to_vec() }
+        Self {
+            kind: HeaderKind::Uint32,
+            bytes: v.to_le_bytes().to_vec(),
+        }
     }
     /// A `uint128` header value (little-endian bytes).
     pub fn u128(v: u128) -> Self {
-        Self { kind: HeaderKind::Uint128, bytes: v.to_le_bytes().to_vec() }
+        Self {
+            kind: HeaderKind::Uint128,
+            bytes: v.to_le_bytes().to_vec(),
+        }
     }
     /// A UTF-8 string header value.
     pub fn string(v: &str) -> Self {
-        Self { kind: HeaderKind::String, bytes: v.as_bytes().to_vec() }
+        Self {
+            kind: HeaderKind::String,
+            bytes: v.as_bytes().to_vec(),
+        }
     }
     /// The value as a `u8`, when it is one.
     pub fn as_u8(&self) -> Option<u8> {
@@ -58,14 +135,24 @@ impl HeaderValue {
     /// The value as a `u32`, when it is one.
     pub fn as_u32(&self) -> Option<u32> {
         match self.kind {
-            HeaderKind::Uint32 => self.bytes.as_slice().try_into().ok().map(u32::from_le_bytes),
+            HeaderKind::Uint32 => self
+                .bytes
+                .as_slice()
+                .try_into()
+                .ok()
+                .map(u32::from_le_bytes),
             _ => None,
         }
     }
     /// The value as a `u128`, when it is one.
     pub fn as_u128(&self) -> Option<u128> {
         match self.kind {
-            HeaderKind::Uint128 => self.bytes.as_slice().try_into().ok().map(u128::from_le_bytes),
+            HeaderKind::Uint128 => self
+                .bytes
+                .as_slice()
+                .try_into()
+                .ok()
+                .map(u128::from_le_bytes),
             _ => None,
         }
     }
@@ -80,3 +167,118 @@ impl HeaderValue {
 
 /// An ordered set of typed headers on one record.
 pub type Headers = Vec<(String, HeaderValue)>;
+
+macro_rules! header_keys {
+    ($( $(#[$doc:meta])* $name:ident = $key:literal, )*) => {
+        $( $(#[$doc])* pub const $name: &str = $key; )*
+
+        /// Every header an agent record may carry, in the order
+        /// [`record_headers`] writes them.
+        pub const AGENT_RECORD_HEADER_KEYS: &[&str] = &[$($key),*];
+    };
+}
+
+header_keys! {
+    /// `agdx.ct` (u8): the content-type code of the body.
+    HEADER_CONTENT_TYPE = "agdx.ct",
+    /// `agdx.av` (u32): the envelope wire version, [`WIRE_VERSION`].
+    HEADER_WIRE_VERSION = "agdx.av",
+    /// `gen_ai.conversation.id` (uint128, little-endian): the conversation.
+    HEADER_CONVERSATION = "gen_ai.conversation.id",
+    /// `agdx.to` (string): the target agent, only when `target` is set.
+    HEADER_TARGET = "agdx.to",
+}
+
+/// The envelope wire version stamped in `agdx.av`.
+pub const WIRE_VERSION: u32 = 1;
+
+/// Soft cap on all of a record's headers, framing included.
+pub const HEADERS_TOTAL_SOFT_CAP: usize = 1024;
+/// Cap on one header value, in bytes.
+pub const HEADER_VALUE_CAP: usize = 255;
+/// Framing bytes counted per header toward [`HEADERS_TOTAL_SOFT_CAP`].
+pub const HEADER_FRAMING: usize = 9;
+
+/// The exact header set of an agent record carrying `envelope` with a body
+/// of `content_type`: `agdx.ct`, `agdx.av`, `gen_ai.conversation.id`, and
+/// `agdx.to` when the envelope has a target. Everything else lives only in
+/// the envelope.
+///
+/// ```
+/// use agdx_wire::*;
+/// let event = AgentEnvelope::event(
+///     RecordId::from_u128(1),
+///     ConversationId::from_u128(2),
+///     AgentId::new("ledger")?,
+///     b"{}".to_vec(),
+/// );
+/// let headers = record_headers(&event, ContentType::Json);
+/// assert_eq!(headers.len(), 3);
+/// assert_eq!(headers[2].1.as_u128(), Some(2));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn record_headers(envelope: &AgentEnvelope, content_type: ContentType) -> Headers {
+    let mut headers = Vec::with_capacity(4);
+    headers.push((
+        HEADER_CONTENT_TYPE.to_owned(),
+        HeaderValue::u8(content_type.code()),
+    ));
+    headers.push((
+        HEADER_WIRE_VERSION.to_owned(),
+        HeaderValue::u32(WIRE_VERSION),
+    ));
+    headers.push((
+        HEADER_CONVERSATION.to_owned(),
+        HeaderValue::u128(envelope.conversation.as_u128()),
+    ));
+    if let Some(target) = &envelope.target {
+        headers.push((
+            HEADER_TARGET.to_owned(),
+            HeaderValue::string(target.as_str()),
+        ));
+    }
+    headers
+}
+
+/// Headers over their caps.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HeaderCapError {
+    /// One value is over [`HEADER_VALUE_CAP`].
+    #[error(
+        "header {key:?} has a {len}-byte value; a header value is at most {HEADER_VALUE_CAP} bytes"
+    )]
+    ValueTooLarge {
+        /// The header.
+        key: String,
+        /// Its value's length.
+        len: usize,
+    },
+    /// All headers together are over [`HEADERS_TOTAL_SOFT_CAP`].
+    #[error(
+        "the headers take {total} bytes (keys, values and {HEADER_FRAMING} bytes of framing each); \
+         the cap is {HEADERS_TOTAL_SOFT_CAP}"
+    )]
+    TotalTooLarge {
+        /// The measured total.
+        total: usize,
+    },
+}
+
+/// Checks the header caps: each value at most 255 bytes, and keys plus values
+/// plus 9 bytes of framing per header at most 1024 bytes in all.
+pub fn check_header_caps(headers: &Headers) -> Result<(), HeaderCapError> {
+    let mut total = 0;
+    for (key, value) in headers {
+        if value.bytes.len() > HEADER_VALUE_CAP {
+            return Err(HeaderCapError::ValueTooLarge {
+                key: key.clone(),
+                len: value.bytes.len(),
+            });
+        }
+        total += key.len() + value.bytes.len() + HEADER_FRAMING;
+    }
+    if total > HEADERS_TOTAL_SOFT_CAP {
+        return Err(HeaderCapError::TotalTooLarge { total });
+    }
+    Ok(())
+}

@@ -3,6 +3,9 @@
 use std::fmt;
 use std::str::FromStr;
 
+use crate::cbor::{Reader, write_bytes};
+use crate::error::DecodeError;
+
 /// A record's place in a partitioned log: stream id, topic id, partition id
 /// (0-based) and offset, addressed exactly like Apache Iggy.
 ///
@@ -30,9 +33,13 @@ pub const LOG_POSITION_LEN: usize = 20;
 /// Why a log position could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PositionError {
-    #[error("a log position is {LOG_POSITION_LEN} bytes (u32 stream, u32 topic, u32 partition, u64 offset, big-endian), got {0} bytes")]
+    #[error(
+        "a log position is {LOG_POSITION_LEN} bytes (u32 stream, u32 topic, u32 partition, u64 offset, big-endian), got {0} bytes"
+    )]
     WrongLength(usize),
-    #[error("a log position is written stream/topic/partition/offset with four unsigned numbers, e.g. 1/2/0/42; got {0:?}")]
+    #[error(
+        "a log position is written stream/topic/partition/offset with four unsigned numbers, e.g. 1/2/0/42; got {0:?}"
+    )]
     BadText(String),
 }
 
@@ -66,7 +73,11 @@ impl LogPosition {
 
 impl fmt::Display for LogPosition {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}/{}/{}", self.stream, self.topic, self.partition, self.offset)
+        write!(
+            f,
+            "{}/{}/{}/{}",
+            self.stream, self.topic, self.partition, self.offset
+        )
     }
 }
 
@@ -83,6 +94,60 @@ impl FromStr for LogPosition {
         if parts.next().is_some() {
             return Err(bad());
         }
-        Ok(Self { stream, topic, partition, offset })
+        Ok(Self {
+            stream,
+            topic,
+            partition,
+            offset,
+        })
+    }
+}
+
+impl LogPosition {
+    pub(crate) fn read(r: &mut Reader<'_>, field: &'static str) -> Result<Self, DecodeError> {
+        let b = r.bytes(field)?;
+        Self::from_bytes(b).map_err(|_| DecodeError::BadPosition {
+            field,
+            len: b.len(),
+        })
+    }
+
+    pub(crate) fn write(&self, out: &mut Vec<u8>) {
+        write_bytes(out, &self.to_bytes());
+    }
+}
+
+/// Human-readable formats get `stream/topic/partition/offset`; binary ones
+/// the 20-byte wire form.
+impl serde::Serialize for LogPosition {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if s.is_human_readable() {
+            s.collect_str(self)
+        } else {
+            s.serialize_bytes(&self.to_bytes())
+        }
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for LogPosition {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = LogPosition;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a 20-byte log position or stream/topic/partition/offset")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<LogPosition, E> {
+                v.parse().map_err(E::custom)
+            }
+            fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> Result<LogPosition, E> {
+                LogPosition::from_bytes(v).map_err(E::custom)
+            }
+        }
+        if d.is_human_readable() {
+            d.deserialize_str(Visitor)
+        } else {
+            d.deserialize_bytes(Visitor)
+        }
     }
 }

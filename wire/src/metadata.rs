@@ -1,0 +1,596 @@
+//! Envelope metadata (and `ErrorBody.detail`): an ordered map of text keys to
+//! scalars, kept in wire order so a decoded map re-encodes byte-identically.
+
+use crate::cbor::{
+    Item, Reader, write_array, write_bool, write_f16, write_f32, write_f64, write_map, write_nint,
+    write_null, write_text, write_uint,
+};
+use crate::error::DecodeError;
+use crate::validate::Problem;
+
+/// Most entries a metadata map may hold.
+pub const METADATA_MAX_ENTRIES: usize = 32;
+/// Longest metadata key, in bytes.
+pub const METADATA_MAX_KEY_LEN: usize = 256;
+/// Largest metadata value, by [`Scalar::cap_size`].
+pub const METADATA_MAX_VALUE_SIZE: usize = 1024;
+/// Largest sum over all entries of key length plus value size.
+pub const METADATA_MAX_TOTAL_SIZE: usize = 8192;
+
+macro_rules! pinned_keys {
+    ($( $(#[$doc:meta])* $name:ident = $key:literal : $shape:ident, )*) => {
+        $( $(#[$doc])* pub const $name: &str = $key; )*
+        const PINNED: &[(&str, Shape)] = &[$( ($key, Shape::$shape) ),*];
+    };
+}
+
+/// The value shape a pinned metadata key must have.
+#[derive(Clone, Copy)]
+enum Shape {
+    Text,
+    TextArray,
+    Uint,
+    Role,
+}
+
+pinned_keys! {
+    /// `role`: who wrote the content: `user`, `assistant`, `system` or `tool`.
+    META_ROLE = "role": Role,
+    /// `bridge_hops`: array of bridge ids, the loop guard: a bridge appends
+    /// its id and drops a message that already carries it.
+    META_BRIDGE_HOPS = "bridge_hops": TextArray,
+    /// `run`: the run this message belongs to.
+    META_RUN = "run": Text,
+    /// `on_behalf_of`: the user an agent acts for; grants intersect.
+    META_ON_BEHALF_OF = "on_behalf_of": Text,
+    /// `purpose`: advisory unless the envelope is signed.
+    META_PURPOSE = "purpose": Text,
+    /// `data_classification`: advisory unless the envelope is signed.
+    META_DATA_CLASSIFICATION = "data_classification": Text,
+    /// `task_context`: advisory unless the envelope is signed.
+    META_TASK_CONTEXT = "task_context": Text,
+    /// `session_intent`: advisory unless the envelope is signed.
+    META_SESSION_INTENT = "session_intent": Text,
+    /// `agdx.fence`: an alternative carrier of the fence token.
+    META_FENCE = "agdx.fence": Uint,
+}
+
+/// The values `role` may take.
+pub const ROLES: [&str; 4] = ["user", "assistant", "system", "tool"];
+
+/// A CBOR integer: anything from -2^64 to 2^64-1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Integer(i128);
+
+impl Integer {
+    /// The smallest CBOR integer, -2^64.
+    pub const MIN: i128 = -(1i128 << 64);
+    /// The largest CBOR integer, 2^64-1.
+    pub const MAX: i128 = u64::MAX as i128;
+
+    /// The integer, when CBOR can carry it.
+    pub const fn new(v: i128) -> Option<Self> {
+        if v >= Self::MIN && v <= Self::MAX {
+            Some(Self(v))
+        } else {
+            None
+        }
+    }
+
+    /// The value.
+    pub const fn get(self) -> i128 {
+        self.0
+    }
+
+    /// The value as a `u64`, when it is one.
+    pub fn as_u64(self) -> Option<u64> {
+        u64::try_from(self.0).ok()
+    }
+
+    /// The value as an `i64`, when it is one.
+    pub fn as_i64(self) -> Option<i64> {
+        i64::try_from(self.0).ok()
+    }
+
+    fn write(self, out: &mut Vec<u8>) {
+        match u64::try_from(self.0) {
+            Ok(v) => write_uint(out, v),
+            // In range by construction: -1 - v fits in u64 for v >= -2^64.
+            Err(_) => write_nint(out, (-1 - self.0) as u64),
+        }
+    }
+}
+
+macro_rules! integer_from {
+    ($($t:ty),*) => {$(
+        impl From<$t> for Integer {
+            fn from(v: $t) -> Self {
+                Self(i128::from(v))
+            }
+        }
+    )*};
+}
+integer_from!(u8, u16, u32, u64, i8, i16, i32, i64);
+
+/// An integer outside the CBOR range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("{0} is outside the CBOR integer range -2^64..=2^64-1")]
+pub struct IntegerRangeError(pub i128);
+
+impl TryFrom<i128> for Integer {
+    type Error = IntegerRangeError;
+    fn try_from(v: i128) -> Result<Self, Self::Error> {
+        Self::new(v).ok_or(IntegerRangeError(v))
+    }
+}
+
+/// A CBOR float that remembers its width (half, single or double), so a
+/// decoded value re-encodes to the same bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Float(FloatBits);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum FloatBits {
+    Half(u16),
+    Single(u32),
+    Double(u64),
+}
+
+impl Float {
+    /// The narrowest width that holds `v` exactly (what CBOR encoders that
+    /// shrink floats write); NaN becomes the canonical half-width NaN.
+    pub fn new(v: f64) -> Self {
+        if v.is_nan() {
+            return Self(FloatBits::Half(0x7e00));
+        }
+        let half = half::f16::from_f64(v);
+        if half.to_f64() == v {
+            return Self(FloatBits::Half(half.to_bits()));
+        }
+        let single = v as f32;
+        if f64::from(single) == v {
+            return Self(FloatBits::Single(single.to_bits()));
+        }
+        Self(FloatBits::Double(v.to_bits()))
+    }
+
+    /// Keeps `v` at double width even when a narrower one would hold it.
+    pub fn double(v: f64) -> Self {
+        Self(FloatBits::Double(v.to_bits()))
+    }
+
+    /// The value.
+    pub fn value(self) -> f64 {
+        match self.0 {
+            FloatBits::Half(b) => half::f16::from_bits(b).to_f64(),
+            FloatBits::Single(b) => f64::from(f32::from_bits(b)),
+            FloatBits::Double(b) => f64::from_bits(b),
+        }
+    }
+
+    /// How many bytes the value takes on the wire after its initial byte: 2, 4 or 8.
+    pub fn width(self) -> usize {
+        match self.0 {
+            FloatBits::Half(_) => 2,
+            FloatBits::Single(_) => 4,
+            FloatBits::Double(_) => 8,
+        }
+    }
+
+    fn write(self, out: &mut Vec<u8>) {
+        match self.0 {
+            FloatBits::Half(b) => write_f16(out, b),
+            FloatBits::Single(b) => write_f32(out, b),
+            FloatBits::Double(b) => write_f64(out, b),
+        }
+    }
+}
+
+impl From<f64> for Float {
+    fn from(v: f64) -> Self {
+        Self::new(v)
+    }
+}
+
+/// A metadata value: text, integer, float, boolean, null, or an array of
+/// those (arrays do not nest).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Scalar {
+    /// CBOR null.
+    Null,
+    /// A boolean.
+    Bool(bool),
+    /// An integer.
+    Int(Integer),
+    /// A float.
+    Float(Float),
+    /// UTF-8 text.
+    Text(String),
+    /// An array of non-array scalars.
+    Array(Vec<Scalar>),
+}
+
+impl Scalar {
+    /// The size counted against the metadata caps: text by its length, an
+    /// array as the sum of one plus each item's size, anything else 9.
+    pub fn cap_size(&self) -> usize {
+        match self {
+            Scalar::Text(s) => s.len(),
+            Scalar::Array(items) => items.iter().map(|i| 1 + i.cap_size()).sum(),
+            _ => 9,
+        }
+    }
+
+    /// The text, when the value is text.
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Scalar::Text(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The value as a `u64`, when it is a non-negative integer that fits.
+    pub fn as_u64(&self) -> Option<u64> {
+        match self {
+            Scalar::Int(i) => i.as_u64(),
+            _ => None,
+        }
+    }
+
+    /// The items, when the value is an array.
+    pub fn as_array(&self) -> Option<&[Scalar]> {
+        match self {
+            Scalar::Array(items) => Some(items),
+            _ => None,
+        }
+    }
+
+    fn read(r: &mut Reader<'_>, field: &'static str, in_array: bool) -> Result<Self, DecodeError> {
+        Ok(match r.item()? {
+            Item::Null => Scalar::Null,
+            Item::Bool(b) => Scalar::Bool(b),
+            Item::Uint(v) => Scalar::Int(Integer(i128::from(v))),
+            Item::Nint(n) => Scalar::Int(Integer(-1 - i128::from(n))),
+            Item::F16(b) => Scalar::Float(Float(FloatBits::Half(b))),
+            Item::F32(b) => Scalar::Float(Float(FloatBits::Single(b))),
+            Item::F64(b) => Scalar::Float(Float(FloatBits::Double(b))),
+            Item::Text(t) => Scalar::Text(
+                std::str::from_utf8(t)
+                    .map_err(|_| DecodeError::InvalidUtf8 { field })?
+                    .to_owned(),
+            ),
+            Item::Array(n) if !in_array => {
+                let mut items = Vec::with_capacity(bounded(n, r.remaining()));
+                for _ in 0..n {
+                    items.push(Scalar::read(r, field, true)?);
+                }
+                Scalar::Array(items)
+            }
+            other => {
+                return Err(DecodeError::WrongType {
+                    field,
+                    expected: if in_array {
+                        "a scalar (arrays do not nest)"
+                    } else {
+                        "a scalar (text, integer, float, boolean, null or an array of those)"
+                    },
+                    found: other.describe(),
+                });
+            }
+        })
+    }
+
+    fn write(&self, out: &mut Vec<u8>) {
+        match self {
+            Scalar::Null => write_null(out),
+            Scalar::Bool(b) => write_bool(out, *b),
+            Scalar::Int(i) => i.write(out),
+            Scalar::Float(f) => f.write(out),
+            Scalar::Text(s) => write_text(out, s),
+            Scalar::Array(items) => {
+                write_array(out, items.len());
+                for item in items {
+                    item.write(out);
+                }
+            }
+        }
+    }
+}
+
+/// A capacity hint that an attacker's length claim cannot inflate.
+pub(crate) fn bounded(claimed: u64, remaining: usize) -> usize {
+    usize::try_from(claimed)
+        .unwrap_or(usize::MAX)
+        .min(remaining)
+        .min(64)
+}
+
+impl From<&str> for Scalar {
+    fn from(v: &str) -> Self {
+        Scalar::Text(v.to_owned())
+    }
+}
+impl From<String> for Scalar {
+    fn from(v: String) -> Self {
+        Scalar::Text(v)
+    }
+}
+impl From<bool> for Scalar {
+    fn from(v: bool) -> Self {
+        Scalar::Bool(v)
+    }
+}
+impl From<f64> for Scalar {
+    fn from(v: f64) -> Self {
+        Scalar::Float(Float::new(v))
+    }
+}
+impl From<Integer> for Scalar {
+    fn from(v: Integer) -> Self {
+        Scalar::Int(v)
+    }
+}
+impl From<u64> for Scalar {
+    fn from(v: u64) -> Self {
+        Scalar::Int(v.into())
+    }
+}
+impl From<i64> for Scalar {
+    fn from(v: i64) -> Self {
+        Scalar::Int(v.into())
+    }
+}
+impl From<Vec<Scalar>> for Scalar {
+    fn from(v: Vec<Scalar>) -> Self {
+        Scalar::Array(v)
+    }
+}
+
+/// An ordered map of text keys to [`Scalar`]s, in insertion (or wire) order.
+///
+/// ```
+/// use agdx_wire::{Metadata, Scalar};
+/// let m = Metadata::new().with("role", "user").with("agdx.fence", 7u64);
+/// assert_eq!(m.get("role").and_then(Scalar::as_str), Some("user"));
+/// assert_eq!(m.keys().collect::<Vec<_>>(), ["role", "agdx.fence"]);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct Metadata(Vec<(String, Scalar)>);
+
+impl Metadata {
+    /// An empty map.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets `key`, keeping its place if it was already there; returns the old value.
+    pub fn insert(&mut self, key: impl Into<String>, value: impl Into<Scalar>) -> Option<Scalar> {
+        let key = key.into();
+        let value = value.into();
+        match self.0.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, slot)) => Some(std::mem::replace(slot, value)),
+            None => {
+                self.0.push((key, value));
+                None
+            }
+        }
+    }
+
+    /// [`insert`](Self::insert), chainable.
+    pub fn with(mut self, key: impl Into<String>, value: impl Into<Scalar>) -> Self {
+        self.insert(key, value);
+        self
+    }
+
+    /// The value under `key`.
+    pub fn get(&self, key: &str) -> Option<&Scalar> {
+        self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+    }
+
+    /// Removes `key`, returning its value.
+    pub fn remove(&mut self, key: &str) -> Option<Scalar> {
+        let at = self.0.iter().position(|(k, _)| k == key)?;
+        Some(self.0.remove(at).1)
+    }
+
+    /// The entries in order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &Scalar)> {
+        self.0.iter().map(|(k, v)| (k.as_str(), v))
+    }
+
+    /// The keys in order.
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(|(k, _)| k.as_str())
+    }
+
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether there are no entries.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub(crate) fn read(r: &mut Reader<'_>, field: &'static str) -> Result<Self, DecodeError> {
+        let n = r.map(field)?;
+        let mut entries: Vec<(String, Scalar)> = Vec::with_capacity(bounded(n, r.remaining()));
+        for _ in 0..n {
+            let key = r.key()?.to_owned();
+            let value = Scalar::read(r, field, false)?;
+            entries.push((key, value));
+        }
+        if has_duplicate(&entries) {
+            return Err(DecodeError::DuplicateKey { field });
+        }
+        Ok(Self(entries))
+    }
+
+    pub(crate) fn write(&self, out: &mut Vec<u8>) {
+        write_map(out, self.0.len());
+        for (k, v) in &self.0 {
+            write_text(out, k);
+            v.write(out);
+        }
+    }
+
+    /// Arrays nested in arrays cannot be encoded faithfully by peers.
+    pub(crate) fn check_shape(&self) -> Result<(), Problem> {
+        for (k, v) in &self.0 {
+            let nested = matches!(v, Scalar::Array(items) if items.iter().any(|i| matches!(i, Scalar::Array(_))));
+            if nested {
+                return Err(Problem::invalid(
+                    format!("the value of {k:?} nests an array in an array"),
+                    "a value is text, an integer, a float, a boolean, null or a flat array of those",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The envelope metadata caps and the pinned keys' shapes.
+    pub(crate) fn check_envelope_rules(&self) -> Result<(), Problem> {
+        self.check_shape()?;
+        if self.0.len() > METADATA_MAX_ENTRIES {
+            return Err(Problem::too_large(
+                self.0.len(),
+                METADATA_MAX_ENTRIES,
+                "entries",
+                "keep metadata to small routing and policy facts; move bulk data into the body",
+            ));
+        }
+        let mut total = 0usize;
+        for (k, v) in &self.0 {
+            if k.len() > METADATA_MAX_KEY_LEN {
+                return Err(Problem::too_large(
+                    k.len(),
+                    METADATA_MAX_KEY_LEN,
+                    "bytes in one key",
+                    "shorten the metadata key",
+                ));
+            }
+            let size = v.cap_size();
+            if size > METADATA_MAX_VALUE_SIZE {
+                return Err(Problem::too_large(
+                    size,
+                    METADATA_MAX_VALUE_SIZE,
+                    "bytes in one value",
+                    "metadata values are small; move large values into the body",
+                ));
+            }
+            total += k.len() + size;
+            check_pinned(k, v)?;
+        }
+        if total > METADATA_MAX_TOTAL_SIZE {
+            return Err(Problem::too_large(
+                total,
+                METADATA_MAX_TOTAL_SIZE,
+                "bytes of keys and values",
+                "metadata as a whole is capped; move bulk data into the body",
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn check_pinned(key: &str, value: &Scalar) -> Result<(), Problem> {
+    let Some((_, shape)) = PINNED.iter().find(|(k, _)| *k == key) else {
+        return Ok(());
+    };
+    let ok = match shape {
+        Shape::Text => matches!(value, Scalar::Text(_)),
+        Shape::TextArray => {
+            matches!(value, Scalar::Array(items) if items.iter().all(|i| matches!(i, Scalar::Text(_))))
+        }
+        Shape::Uint => value.as_u64().is_some(),
+        Shape::Role => value.as_str().is_some_and(|r| ROLES.contains(&r)),
+    };
+    if ok {
+        return Ok(());
+    }
+    let want = match shape {
+        Shape::Text => "text",
+        Shape::TextArray => "an array of text",
+        Shape::Uint => "an unsigned integer",
+        Shape::Role => "one of user, assistant, system, tool",
+    };
+    Err(Problem::invalid(
+        format!("the pinned key {key:?} must be {want}"),
+        "pinned metadata keys have fixed shapes so every receiver reads them the same way",
+    ))
+}
+
+/// Sorting beats pairwise comparison once a hostile map grows large.
+fn has_duplicate(entries: &[(String, Scalar)]) -> bool {
+    if entries.len() <= 16 {
+        return entries
+            .iter()
+            .enumerate()
+            .any(|(i, (k, _))| entries[..i].iter().any(|(p, _)| p == k));
+    }
+    let mut keys: Vec<&str> = entries.iter().map(|(k, _)| k.as_str()).collect();
+    keys.sort_unstable();
+    keys.windows(2).any(|w| w[0] == w[1])
+}
+
+impl<K: Into<String>, V: Into<Scalar>> FromIterator<(K, V)> for Metadata {
+    fn from_iter<I: IntoIterator<Item = (K, V)>>(iter: I) -> Self {
+        let mut m = Metadata::new();
+        for (k, v) in iter {
+            m.insert(k, v);
+        }
+        m
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn encode(s: &Scalar) -> Vec<u8> {
+        let mut out = Vec::new();
+        s.write(&mut out);
+        out
+    }
+
+    #[test]
+    fn floats_take_the_narrowest_exact_width_and_keep_decoded_widths() {
+        assert_eq!(encode(&1.5.into()), [0xf9, 0x3e, 0x00]);
+        assert_eq!(encode(&100000.0.into()), [0xfa, 0x47, 0xc3, 0x50, 0x00]);
+        assert_eq!(encode(&0.1.into()).len(), 9);
+        assert_eq!(encode(&f64::NAN.into()), [0xf9, 0x7e, 0x00]);
+        let wide = [0xfb, 0x3f, 0xf8, 0, 0, 0, 0, 0, 0];
+        let decoded = Scalar::read(&mut Reader::new(&wide), "x", false).unwrap();
+        assert_eq!(encode(&decoded), wide);
+        assert_eq!(decoded, Scalar::Float(Float::double(1.5)));
+    }
+
+    #[test]
+    fn integers_cover_the_cbor_range() {
+        assert_eq!(
+            encode(&Scalar::Int(Integer::new(Integer::MIN).unwrap())),
+            [0x3b, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]
+        );
+        assert_eq!(encode(&(-1i64).into()), [0x20]);
+        assert!(Integer::new(Integer::MAX + 1).is_none());
+    }
+
+    #[test]
+    fn cap_sizes_follow_the_contract() {
+        assert_eq!(Scalar::from("abc").cap_size(), 3);
+        assert_eq!(Scalar::from(5u64).cap_size(), 9);
+        assert_eq!(Scalar::Null.cap_size(), 9);
+        assert_eq!(
+            Scalar::Array(vec!["ab".into(), true.into()]).cap_size(),
+            (1 + 2) + (1 + 9)
+        );
+    }
+
+    #[test]
+    fn insert_keeps_position() {
+        let mut m = Metadata::new().with("a", 1u64).with("b", 2u64);
+        assert_eq!(m.insert("a", 3u64), Some(Scalar::from(1u64)));
+        assert_eq!(m.keys().collect::<Vec<_>>(), ["a", "b"]);
+    }
+}
