@@ -241,3 +241,133 @@ fn peer_positives_reject_trailing_bytes_and_truncation() {
         assert!(AgentEnvelope::decode(&bytes).is_err(), "{name} truncated");
     }
 }
+
+const BASE: u128 = 0x0190_3c1f_aa00_0000_0000_0000_0000_0000;
+const DEADLINE: u64 = 1_717_171_777_000_000;
+
+fn agent(name: &str) -> AgentId {
+    AgentId::new(name).unwrap()
+}
+
+/// The typed constructors produce the corpus bytes exactly: the verbs the
+/// runtime uses write what the independent implementation writes.
+#[test]
+fn constructors_reproduce_the_corpus() {
+    let Some(dir) = common::peer_dir() else {
+        return;
+    };
+    let (record, conversation) = (
+        RecordId::from_u128(BASE | 1),
+        ConversationId::from_u128(BASE | 2),
+    );
+    let (correlation, channel) = (
+        CorrelationId::from_u128(BASE | 5),
+        ChannelId::from_u128(BASE | 6),
+    );
+    let source = || agent("source-agent");
+    let seq = |n| std::num::NonZeroU64::new(n).unwrap();
+    let built = [
+        (
+            "agent_command.bin",
+            AgentEnvelope::command(
+                record,
+                conversation,
+                source(),
+                correlation,
+                Some("chat"),
+                br#"{"ask":"plan the trip"}"#.to_vec(),
+            )
+            .with_target(agent("target-agent"))
+            .with_idempotency_key(IdempotencyKey::new("order-123-attempt-2").unwrap())
+            .with_deadline_micros(DEADLINE)
+            .with_metadata(Metadata::new().with("priority", "high")),
+        ),
+        (
+            "agent_response.bin",
+            AgentEnvelope::response(
+                record,
+                conversation,
+                source(),
+                correlation,
+                br#"{"plan":["fly","drive"]}"#.to_vec(),
+            )
+            .with_cause(record, Some("1/2/3/41".parse().unwrap()))
+            .with_task_state(TaskState::Completed)
+            .with_usage(TokenUsage {
+                reasoning_output_tokens: Some(64),
+                ..TokenUsage::new(1200, 256)
+            }),
+        ),
+        (
+            "agent_event.bin",
+            AgentEnvelope::event(
+                record,
+                conversation,
+                source(),
+                br#"{"observed":"user paid"}"#.to_vec(),
+            ),
+        ),
+        (
+            "agent_chunk_open.bin",
+            AgentEnvelope::chunk_open(
+                conversation,
+                source(),
+                correlation,
+                channel,
+                StreamPurpose::Reasoning,
+                b"thinking".to_vec(),
+            )
+            .with_deadline_micros(DEADLINE),
+        ),
+        (
+            "agent_chunk_terminal.bin",
+            AgentEnvelope::chunk_last(
+                conversation,
+                source(),
+                correlation,
+                channel,
+                seq(8),
+                Vec::new(),
+                Some("stop"),
+                Some(TokenUsage {
+                    cache_read_input_tokens: Some(900),
+                    ..TokenUsage::new(1200, 88)
+                }),
+            ),
+        ),
+        (
+            "agent_status_task.bin",
+            AgentEnvelope::status_task(
+                record,
+                conversation,
+                source(),
+                correlation,
+                TaskState::Working,
+            ),
+        ),
+        (
+            "agent_error.bin",
+            AgentEnvelope::error(
+                record,
+                conversation,
+                source(),
+                correlation,
+                &ErrorBody::new(ErrorCode::ToolFailure)
+                    .with_message("search timed out")
+                    .retryable(true)
+                    .with_detail(Metadata::new().with("attempt", 3u64)),
+            ),
+        ),
+    ];
+    for (name, envelope) in built {
+        assert_eq!(envelope.validate(), Ok(()), "{name}");
+        assert_eq!(envelope.encode(), common::read(&dir, name), "{name}");
+    }
+    let signature = Signature::ed25519([0xab; 8], [0xcd; 64]);
+    assert_eq!(
+        signature.encode(),
+        common::read(&dir, "agent_signature.bin")
+    );
+    let body_ref = BodyRef::new("s3://transcripts/conv-2/msg-9", 4 << 20, [7; 32]);
+    assert_eq!(body_ref.encode(), common::read(&dir, "agent_body_ref.bin"));
+}
