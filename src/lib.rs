@@ -2,8 +2,12 @@
 //! durable, partitioned log (an embedded local log or Apache Iggy).
 
 mod blob;
+mod claim_check;
 mod clock;
+mod ids;
 pub mod log;
+mod producer;
+mod reassembly;
 mod retry;
 mod topology;
 
@@ -12,3 +16,7 @@ pub use blob::{BlobError, BlobStore, DirBlobStore};
 pub use clock::{Clock, ManualClock, SharedClock, SystemClock, system_clock};
 pub use retry::RetryPolicy;
 pub use topology::{DEFAULT_PARTITIONS, DEFAULT_STREAM, TopicNames, Topology, TopologyConfig};
+pub use claim_check::{ClaimCheck, ClaimCheckError, DEFAULT_CLAIM_CHECK_THRESHOLD};
+pub use ids::{new_channel_id, new_conversation_id, new_correlation_id, new_record_id};
+pub use producer::{ChunkWriter, CommandRequest, Outgoing, ProduceError, Producer, ReplyTo, Sent};
+pub use reassembly::{StreamAssembler, StreamCounters, StreamEnd, StreamEvent};

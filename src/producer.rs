@@ -1,0 +1,566 @@
+//! Producing: typed verbs that build valid envelopes and append them.
+//!
+//! Every verb builds its envelope through the `agdx-wire` constructors,
+//! validates it **before** anything is sent (an invalid envelope is a local
+//! [`ProduceError::Invalid`] naming the field), mints a ULID record id,
+//! claim-checks a large body, stamps the wire headers and appends to the
+//! partition of the conversation. A batch for several partitions becomes one
+//! append per partition.
+//!
+//! ```no_run
+//! # async fn demo(log: agdx::log::SharedLog) -> Result<(), Box<dyn std::error::Error>> {
+//! use agdx::{CommandRequest, Producer, TopologyConfig};
+//! use agdx::wire::AgentId;
+//!
+//! let topology = TopologyConfig::new("agents").ensure(log.as_ref()).await?;
+//! let producer = Producer::new(log, topology, AgentId::new("planner")?);
+//! let sent = producer
+//!     .command(CommandRequest::new("summarize", b"incident 42".to_vec()).to(AgentId::new("summarizer")?))
+//!     .await?;
+//! println!("record {} correlation {}", sent.record.unwrap(), sent.correlation.unwrap());
+//! # Ok(()) }
+//! ```
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use agdx_wire::{
+    AgentCard, AgentEnvelope, AgentId, ChannelId, ContentType, ConversationId, CorrelationId,
+    ErrorBody, HeaderCapError, IdempotencyKey, LogPosition, Metadata, RecordId, StreamPurpose,
+    TaskState, TokenUsage, ValidationError, check_header_caps, record_headers,
+};
+use tracing::Instrument;
+
+use crate::claim_check::{ClaimCheck, ClaimCheckError};
+use crate::ids::{new_channel_id, new_conversation_id, new_correlation_id, new_record_id};
+use crate::log::{LogError, OutgoingRecord, SharedLog, TopicInfo, partition_for_key};
+use crate::topology::Topology;
+
+/// Why something could not be produced.
+#[derive(Debug, thiserror::Error)]
+pub enum ProduceError {
+    /// The envelope breaks the wire contract; nothing was sent.
+    #[error("not sent: {0}")]
+    Invalid(#[from] ValidationError),
+    /// The headers are over the wire caps; nothing was sent.
+    #[error("not sent: {0}")]
+    Headers(#[from] HeaderCapError),
+    /// The body could not be claim-checked.
+    #[error("not sent: {0}")]
+    ClaimCheck(#[from] ClaimCheckError),
+    /// The log refused or could not be reached.
+    #[error(transparent)]
+    Log(#[from] LogError),
+    /// A chunk stream was used after it ended.
+    #[error("the chunk stream on channel {0} has already ended; open a new stream")]
+    StreamEnded(ChannelId),
+}
+
+impl ProduceError {
+    /// Whether sending the same thing again later may succeed.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            ProduceError::Invalid(_) => false,
+            ProduceError::Headers(_) => false,
+            ProduceError::ClaimCheck(e) => e.is_retryable(),
+            ProduceError::Log(e) => e.is_retryable(),
+            ProduceError::StreamEnded(_) => false,
+        }
+    }
+}
+
+/// What a produced record was: its ids and where it went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sent {
+    /// The record id (chunks carry none).
+    pub record: Option<RecordId>,
+    pub conversation: ConversationId,
+    pub correlation: Option<CorrelationId>,
+    /// Topic name.
+    pub topic: String,
+    pub partition: u32,
+}
+
+/// A command to send: operation, body and the optional refinements.
+///
+/// ```
+/// use agdx::CommandRequest;
+/// use agdx::wire::{AgentId, ContentType};
+/// let cmd = CommandRequest::new("summarize", b"{\"id\":42}".to_vec())
+///     .to(AgentId::new("summarizer").unwrap())
+///     .content_type(ContentType::Json);
+/// assert_eq!(cmd.operation.as_deref(), Some("summarize"));
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct CommandRequest {
+    pub target: Option<AgentId>,
+    pub operation: Option<String>,
+    pub body: Vec<u8>,
+    pub content_type: ContentType,
+    /// Continue this conversation; a new one is started when absent.
+    pub conversation: Option<ConversationId>,
+    /// Pair replies with this id; a fresh one is minted when absent.
+    pub correlation: Option<CorrelationId>,
+    pub idempotency_key: Option<IdempotencyKey>,
+    /// Absolute deadline, epoch microseconds.
+    pub deadline_micros: Option<u64>,
+    pub metadata: Option<Metadata>,
+}
+
+impl CommandRequest {
+    /// A command asking for `operation` with `body` (raw bytes).
+    pub fn new(operation: impl Into<String>, body: Vec<u8>) -> Self {
+        Self {
+            target: None,
+            operation: Some(operation.into()),
+            body,
+            content_type: ContentType::Raw,
+            conversation: None,
+            correlation: None,
+            idempotency_key: None,
+            deadline_micros: None,
+            metadata: None,
+        }
+    }
+    /// Addresses the command to `target`.
+    pub fn to(mut self, target: AgentId) -> Self {
+        self.target = Some(target);
+        self
+    }
+    /// Names the body's codec.
+    pub fn content_type(mut self, content_type: ContentType) -> Self {
+        self.content_type = content_type;
+        self
+    }
+    /// Continues `conversation`.
+    pub fn conversation(mut self, conversation: ConversationId) -> Self {
+        self.conversation = Some(conversation);
+        self
+    }
+    /// Uses `correlation` to pair replies.
+    pub fn correlation(mut self, correlation: CorrelationId) -> Self {
+        self.correlation = Some(correlation);
+        self
+    }
+    /// Makes the effect happen once per `key`.
+    pub fn idempotency_key(mut self, key: IdempotencyKey) -> Self {
+        self.idempotency_key = Some(key);
+        self
+    }
+    /// Gives up at `deadline_micros` (absolute, epoch microseconds).
+    pub fn deadline_micros(mut self, deadline_micros: u64) -> Self {
+        self.deadline_micros = Some(deadline_micros);
+        self
+    }
+    /// Attaches metadata.
+    pub fn metadata(mut self, metadata: Metadata) -> Self {
+        self.metadata = Some(metadata);
+        self
+    }
+}
+
+/// Where a reply goes and what it answers: built from a command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplyTo {
+    pub conversation: ConversationId,
+    pub correlation: CorrelationId,
+    /// The command's record id.
+    pub cause: Option<RecordId>,
+    /// The command's log position.
+    pub cause_at: Option<LogPosition>,
+    /// The command's source, who waits for the reply.
+    pub target: AgentId,
+    /// The command's idempotency key, repeated on the response.
+    pub idempotency_key: Option<IdempotencyKey>,
+}
+
+impl ReplyTo {
+    /// The reply context of a command read at `position`; `None` when the
+    /// envelope has no correlation (then nobody waits for a reply).
+    pub fn for_command(command: &AgentEnvelope, position: Option<LogPosition>) -> Option<Self> {
+        Some(Self {
+            conversation: command.conversation,
+            correlation: command.correlation?,
+            cause: command.record,
+            cause_at: position,
+            target: command.source.clone(),
+            idempotency_key: command.idempotency_key.clone(),
+        })
+    }
+
+    /// Points `envelope` back at the request: cause, position and target.
+    pub fn address(&self, mut envelope: AgentEnvelope) -> AgentEnvelope {
+        if let Some(cause) = self.cause {
+            envelope = envelope.with_cause(cause, self.cause_at);
+        }
+        envelope.with_target(self.target.clone())
+    }
+}
+
+/// An envelope ready to publish and the content type of its body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outgoing {
+    pub envelope: AgentEnvelope,
+    pub content_type: ContentType,
+}
+
+impl Outgoing {
+    /// Pairs an envelope with its body's content type.
+    pub fn new(envelope: AgentEnvelope, content_type: ContentType) -> Self {
+        Self { envelope, content_type }
+    }
+}
+
+/// Collects the replies a handler publishes, for the processed-key store.
+pub(crate) type ReplyRecorder = Arc<Mutex<Vec<Outgoing>>>;
+
+/// Publishes typed envelopes as one agent (`source`).
+///
+/// Cheap to clone; clones share the log connection and configuration.
+#[derive(Clone)]
+pub struct Producer {
+    inner: Arc<ProducerInner>,
+}
+
+struct ProducerInner {
+    log: SharedLog,
+    topology: Topology,
+    source: AgentId,
+    claim_check: Option<ClaimCheck>,
+}
+
+impl Producer {
+    /// A producer writing as `source` into `topology` on `log`.
+    pub fn new(log: SharedLog, topology: Topology, source: AgentId) -> Self {
+        Self { inner: Arc::new(ProducerInner { log, topology, source, claim_check: None }) }
+    }
+
+    /// Claim-checks large bodies (see [`ClaimCheck`]).
+    pub fn with_claim_check(self, claim_check: ClaimCheck) -> Self {
+        let inner = &self.inner;
+        Self {
+            inner: Arc::new(ProducerInner {
+                log: inner.log.clone(),
+                topology: inner.topology.clone(),
+                source: inner.source.clone(),
+                claim_check: Some(claim_check),
+            }),
+        }
+    }
+
+    /// The agent this producer writes as.
+    pub fn source(&self) -> &AgentId {
+        &self.inner.source
+    }
+
+    /// The topology it writes into.
+    pub fn topology(&self) -> &Topology {
+        &self.inner.topology
+    }
+
+    /// The log it writes to.
+    pub fn log(&self) -> &SharedLog {
+        &self.inner.log
+    }
+
+    /// The claim check, when configured.
+    pub fn claim_check(&self) -> Option<&ClaimCheck> {
+        self.inner.claim_check.as_ref()
+    }
+
+    /// The partition of `topic` that records of `conversation` land in.
+    pub fn partition_of(topic: &TopicInfo, conversation: ConversationId) -> u32 {
+        partition_for_key(conversation.to_string().as_bytes(), topic.partitions)
+    }
+
+    /// Sends a command to `agent.commands`. A conversation and a correlation
+    /// are minted when the request has none.
+    pub async fn command(&self, request: CommandRequest) -> Result<Sent, ProduceError> {
+        let (outgoing, _) = self.build_command(request);
+        self.publish_one(&self.inner.topology.commands, outgoing).await
+    }
+
+    /// Sends many commands, one append per partition.
+    pub async fn commands(&self, requests: Vec<CommandRequest>) -> Result<Vec<Sent>, ProduceError> {
+        let outgoing = requests.into_iter().map(|r| self.build_command(r).0).collect();
+        self.publish(&self.inner.topology.commands, outgoing).await
+    }
+
+    /// Builds (without sending) the command envelope of `request`.
+    pub(crate) fn build_command(&self, request: CommandRequest) -> (Outgoing, CorrelationId) {
+        let conversation = request.conversation.unwrap_or_else(new_conversation_id);
+        let correlation = request.correlation.unwrap_or_else(new_correlation_id);
+        let mut envelope = AgentEnvelope::command(
+            new_record_id(),
+            conversation,
+            self.inner.source.clone(),
+            correlation,
+            request.operation.as_deref(),
+            request.body,
+        );
+        if let Some(target) = request.target {
+            envelope = envelope.with_target(target);
+        }
+        if let Some(key) = request.idempotency_key {
+            envelope = envelope.with_idempotency_key(key);
+        }
+        if let Some(deadline) = request.deadline_micros {
+            envelope = envelope.with_deadline_micros(deadline);
+        }
+        if let Some(metadata) = request.metadata {
+            envelope = envelope.with_metadata(metadata);
+        }
+        (Outgoing::new(envelope, request.content_type), correlation)
+    }
+
+    /// The `response` envelope answering `to` (not sent).
+    pub fn response_envelope(&self, to: &ReplyTo, body: Vec<u8>, content_type: ContentType) -> Outgoing {
+        let mut envelope =
+            AgentEnvelope::response(new_record_id(), to.conversation, self.inner.source.clone(), to.correlation, body);
+        if let Some(key) = &to.idempotency_key {
+            envelope = envelope.with_idempotency_key(key.clone());
+        }
+        Outgoing::new(to.address(envelope), content_type)
+    }
+
+    /// The `error` envelope answering `to` (not sent).
+    pub fn error_envelope(&self, to: &ReplyTo, error: &ErrorBody) -> Outgoing {
+        let envelope =
+            AgentEnvelope::error(new_record_id(), to.conversation, self.inner.source.clone(), to.correlation, error);
+        Outgoing::new(to.address(envelope), ContentType::Cbor)
+    }
+
+    /// Answers a command with a `response` on `agent.responses`.
+    pub async fn respond(&self, to: &ReplyTo, body: Vec<u8>, content_type: ContentType) -> Result<Sent, ProduceError> {
+        let outgoing = self.response_envelope(to, body, content_type);
+        self.publish_one(&self.inner.topology.responses, outgoing).await
+    }
+
+    /// Answers a command with an `error` on `agent.responses`.
+    pub async fn fail(&self, to: &ReplyTo, error: &ErrorBody) -> Result<Sent, ProduceError> {
+        let outgoing = self.error_envelope(to, error);
+        self.publish_one(&self.inner.topology.responses, outgoing).await
+    }
+
+    /// Publishes a fire-and-forget `event` on `agent.commands`, in
+    /// `conversation` (a new one when `None`).
+    pub async fn event(
+        &self,
+        conversation: Option<ConversationId>,
+        operation: Option<&str>,
+        body: Vec<u8>,
+        content_type: ContentType,
+    ) -> Result<Sent, ProduceError> {
+        let conversation = conversation.unwrap_or_else(new_conversation_id);
+        let mut envelope = AgentEnvelope::event(new_record_id(), conversation, self.inner.source.clone(), body);
+        if let Some(op) = operation {
+            envelope = envelope.with_operation(op);
+        }
+        self.publish_one(&self.inner.topology.commands, Outgoing::new(envelope, content_type)).await
+    }
+
+    /// Reports where the task of the request `to` stands (`status` `task`
+    /// on `agent.responses`).
+    pub async fn status_task(&self, to: &ReplyTo, state: TaskState) -> Result<Sent, ProduceError> {
+        let envelope =
+            AgentEnvelope::status_task(new_record_id(), to.conversation, self.inner.source.clone(), to.correlation, state);
+        self.publish_one(&self.inner.topology.responses, Outgoing::new(to.address(envelope), ContentType::Raw)).await
+    }
+
+    /// Reports progress in `conversation` (`status` `progress` on `agent.responses`).
+    pub async fn status_progress(&self, conversation: ConversationId, body: Vec<u8>, content_type: ContentType) -> Result<Sent, ProduceError> {
+        let envelope = AgentEnvelope::status_progress(new_record_id(), conversation, self.inner.source.clone(), body);
+        self.publish_one(&self.inner.topology.responses, Outgoing::new(envelope, content_type)).await
+    }
+
+    /// Publishes this agent's card (`status` `card` on `agent.registry`).
+    pub async fn status_card(&self, card: &AgentCard) -> Result<Sent, ProduceError> {
+        let conversation = ConversationId::from_u128(xxhash_rust::xxh3::xxh3_128(self.inner.source.as_str().as_bytes()));
+        let envelope = AgentEnvelope::status_card(new_record_id(), conversation, self.inner.source.clone(), card);
+        self.publish_one(&self.inner.topology.registry, Outgoing::new(envelope, ContentType::Cbor)).await
+    }
+
+    /// Opens a chunk stream answering `to`, for `purpose`, optionally
+    /// abandoned by readers after `deadline_micros`.
+    pub fn stream(&self, to: &ReplyTo, purpose: StreamPurpose, deadline_micros: Option<u64>) -> ChunkWriter {
+        ChunkWriter {
+            producer: self.clone(),
+            to: to.clone(),
+            channel: new_channel_id(),
+            purpose,
+            deadline_micros,
+            content_type: ContentType::Raw,
+            next_sequence: 0,
+            batch: 1,
+            pending: Vec::new(),
+            ended: false,
+            recorder: None,
+        }
+    }
+
+    /// Publishes one envelope to `topic`.
+    pub async fn publish_one(&self, topic: &TopicInfo, outgoing: Outgoing) -> Result<Sent, ProduceError> {
+        let mut sent = self.publish(topic, vec![outgoing]).await?;
+        Ok(sent.remove(0))
+    }
+
+    /// Validates, claim-checks and appends `items` to `topic`, one append per
+    /// partition; nothing is sent when any item is invalid.
+    pub async fn publish(&self, topic: &TopicInfo, items: Vec<Outgoing>) -> Result<Vec<Sent>, ProduceError> {
+        let mut by_partition: BTreeMap<u32, Vec<OutgoingRecord>> = BTreeMap::new();
+        let mut sent = Vec::with_capacity(items.len());
+        for Outgoing { mut envelope, content_type } in items {
+            // Validate before claim-checking so an invalid envelope leaves no
+            // blob behind; swapping a body for its BodyRef keeps it valid.
+            envelope.validate()?;
+            let mut content_type = content_type;
+            if let Some(check) = &self.inner.claim_check {
+                let body = std::mem::take(&mut envelope.body);
+                (envelope.body, content_type) = check.outgoing(body, content_type).await?;
+            }
+            let headers = record_headers(&envelope, content_type);
+            check_header_caps(&headers)?;
+            let partition = Self::partition_of(topic, envelope.conversation);
+            sent.push(Sent {
+                record: envelope.record,
+                conversation: envelope.conversation,
+                correlation: envelope.correlation,
+                topic: topic.topic.clone(),
+                partition,
+            });
+            by_partition.entry(partition).or_default().push(OutgoingRecord { headers, payload: envelope.encode() });
+        }
+        for (partition, records) in by_partition {
+            let span = tracing::debug_span!("append", topic = %topic.topic, partition, records = records.len());
+            self.inner.log.append(topic, partition, records).instrument(span).await?;
+        }
+        Ok(sent)
+    }
+}
+
+/// Writes one chunk stream: an opening chunk naming the purpose, middle
+/// chunks, then `finish` or `fail`. Sequences count from 0.
+///
+/// With [`batch`](ChunkWriter::batch) above 1, chunks are held back and
+/// appended together (fewer appends, later delivery).
+pub struct ChunkWriter {
+    producer: Producer,
+    to: ReplyTo,
+    channel: ChannelId,
+    purpose: StreamPurpose,
+    deadline_micros: Option<u64>,
+    content_type: ContentType,
+    next_sequence: u64,
+    batch: usize,
+    pending: Vec<Outgoing>,
+    ended: bool,
+    recorder: Option<ReplyRecorder>,
+}
+
+impl ChunkWriter {
+    /// The stream's channel id.
+    pub fn channel(&self) -> ChannelId {
+        self.channel
+    }
+
+    /// Holds back up to `chunks` chunks per append (1: append each at once).
+    pub fn batch(mut self, chunks: usize) -> Self {
+        self.batch = chunks.max(1);
+        self
+    }
+
+    /// Names the codec of the chunk bodies.
+    pub fn content_type(mut self, content_type: ContentType) -> Self {
+        self.content_type = content_type;
+        self
+    }
+
+    pub(crate) fn record_into(mut self, recorder: ReplyRecorder) -> Self {
+        self.recorder = Some(recorder);
+        self
+    }
+
+    fn chunk(&mut self, body: Vec<u8>) -> AgentEnvelope {
+        let source = self.producer.inner.source.clone();
+        let sequence = self.next_sequence;
+        self.next_sequence += 1;
+        let chunk = match std::num::NonZeroU64::new(sequence) {
+            None => {
+                let open = AgentEnvelope::chunk_open(
+                    self.to.conversation,
+                    source,
+                    self.to.correlation,
+                    self.channel,
+                    self.purpose,
+                    body,
+                );
+                match self.deadline_micros {
+                    Some(deadline) => open.with_deadline_micros(deadline),
+                    None => open,
+                }
+            }
+            Some(seq) => AgentEnvelope::chunk(self.to.conversation, source, self.to.correlation, self.channel, seq, body),
+        };
+        self.to.address(chunk)
+    }
+
+    async fn push(&mut self, envelope: AgentEnvelope, content_type: ContentType, force: bool) -> Result<(), ProduceError> {
+        if let Some(recorder) = &self.recorder {
+            recorder.lock().unwrap_or_else(|p| p.into_inner()).push(Outgoing::new(envelope.clone(), content_type));
+        }
+        self.pending.push(Outgoing::new(envelope, content_type));
+        if force || self.pending.len() >= self.batch {
+            self.flush().await?;
+        }
+        Ok(())
+    }
+
+    /// Appends the chunks held back so far.
+    pub async fn flush(&mut self) -> Result<(), ProduceError> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let items = std::mem::take(&mut self.pending);
+        let responses = self.producer.inner.topology.responses.clone();
+        self.producer.publish(&responses, items).await?;
+        Ok(())
+    }
+
+    /// Sends the next chunk (non-empty).
+    pub async fn send(&mut self, body: Vec<u8>) -> Result<(), ProduceError> {
+        if self.ended {
+            return Err(ProduceError::StreamEnded(self.channel));
+        }
+        let chunk = self.chunk(body);
+        self.push(chunk, self.content_type, false).await
+    }
+
+    /// Ends the stream with a last chunk carrying `body` (may be empty), the
+    /// finish reason and usage, and appends everything held back.
+    pub async fn finish(mut self, body: Vec<u8>, finish_reason: Option<&str>, usage: Option<TokenUsage>) -> Result<(), ProduceError> {
+        if self.ended {
+            return Err(ProduceError::StreamEnded(self.channel));
+        }
+        self.ended = true;
+        let last = self.chunk(body).as_last(finish_reason, usage);
+        self.push(last, self.content_type, true).await
+    }
+
+    /// Ends the stream with an `error` carrying the channel.
+    pub async fn fail(mut self, error: &ErrorBody) -> Result<(), ProduceError> {
+        if self.ended {
+            return Err(ProduceError::StreamEnded(self.channel));
+        }
+        self.ended = true;
+        let envelope = AgentEnvelope::error(
+            new_record_id(),
+            self.to.conversation,
+            self.producer.inner.source.clone(),
+            self.to.correlation,
+            error,
+        )
+        .with_stream_terminal(self.channel, self.next_sequence);
+        let envelope = self.to.address(envelope);
+        self.push(envelope, ContentType::Cbor, true).await
+    }
+}
