@@ -1,6 +1,7 @@
 //! AGDX runtime: agents and services exchanging typed CBOR envelopes over a
 //! durable, partitioned log (an embedded local log or Apache Iggy).
 
+mod ask;
 mod blob;
 mod claim_check;
 mod clock;
@@ -8,6 +9,7 @@ mod ids;
 pub mod log;
 mod producer;
 mod reassembly;
+mod record;
 mod retry;
 mod topology;
 
@@ -20,3 +22,5 @@ pub use claim_check::{ClaimCheck, ClaimCheckError, DEFAULT_CLAIM_CHECK_THRESHOLD
 pub use ids::{new_channel_id, new_conversation_id, new_correlation_id, new_record_id};
 pub use producer::{ChunkWriter, CommandRequest, Outgoing, ProduceError, Producer, ReplyTo, Sent};
 pub use reassembly::{StreamAssembler, StreamCounters, StreamEnd, StreamEvent};
+pub use ask::{Answer, AskError, Reply, ReplyEvent, ReplyWatch, Requester};
+pub use record::{content_type_of, envelope_of};

@@ -1,0 +1,420 @@
+//! Asking: send a command and wait for its reply (runtime.md §5).
+//!
+//! A [`Requester`] registers a waiter for the command's correlation
+//! **before** sending, then reads the replies from the one partition of
+//! `agent.responses` the conversation maps to, starting at the tail it
+//! observed before sending. The first terminal reply wins: a `response`, an
+//! `error`, or the end of a chunk stream (reassembled with the rules of
+//! [`StreamAssembler`]); later replies for the same correlation (a worker
+//! that crashed after replying publishes again) are ignored.
+//!
+//! ```no_run
+//! # async fn demo(log: agdx::log::SharedLog) -> Result<(), Box<dyn std::error::Error>> {
+//! use std::time::Duration;
+//! use agdx::{Answer, CommandRequest, Producer, Requester, TopologyConfig};
+//! use agdx::wire::AgentId;
+//!
+//! let topology = TopologyConfig::new("agents").ensure(log.as_ref()).await?;
+//! let requester = Requester::new(Producer::new(log, topology, AgentId::new("cli")?));
+//! let request = CommandRequest::new("hello", b"hi".to_vec()).to(AgentId::new("echo")?);
+//! match requester.ask(request, Duration::from_secs(10)).await? {
+//!     Answer::Response(reply) => println!("{}", String::from_utf8_lossy(&reply.body)),
+//!     Answer::Streamed { body, .. } => println!("{}", String::from_utf8_lossy(&body)),
+//! }
+//! # Ok(()) }
+//! ```
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use agdx_wire::{AgentEnvelope, AgentId, ChannelId, ContentType, CorrelationId, ErrorBody, ErrorCode, Kind, LogPosition};
+use dashmap::DashMap;
+use tokio::sync::{Mutex, mpsc};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tracing::Instrument;
+
+use crate::claim_check::ClaimCheckError;
+use crate::clock::{SharedClock, system_clock};
+use crate::log::{DEFAULT_POLL_WAIT, LogError, SharedLog, TopicInfo};
+use crate::producer::{CommandRequest, ProduceError, Producer, Sent};
+use crate::reassembly::{StreamAssembler, StreamCounters, StreamEnd, StreamEvent};
+use crate::record::{content_type_of, envelope_of};
+
+/// Why an ask did not produce an answer.
+#[derive(Debug, thiserror::Error)]
+pub enum AskError {
+    /// The command could not be sent.
+    #[error(transparent)]
+    Produce(#[from] ProduceError),
+    /// Reading replies failed.
+    #[error("reading replies failed: {0}")]
+    Log(#[from] LogError),
+    /// The agent answered with an error.
+    #[error("error {}: {}", .0.code.name(), .0.message.as_deref().unwrap_or("(no message)"))]
+    Remote(ErrorBody),
+    /// The reply stream ended without finishing (gap or abandoned).
+    #[error("the reply stream ended early: {}", describe_end(.0))]
+    StreamBroken(StreamEnd),
+    /// A claim-checked reply body could not be fetched or verified.
+    #[error("the reply body could not be resolved: {0}")]
+    ClaimCheck(#[from] ClaimCheckError),
+    /// No terminal reply arrived in time.
+    #[error("no reply from {target} to operation '{operation}' (correlation {correlation}) within {waited:?}; is a worker for '{target}' running on this log (`agdx worker --agent {target} ...`)?")]
+    Timeout { target: String, operation: String, correlation: CorrelationId, waited: Duration },
+}
+
+impl AskError {
+    /// Whether asking again may succeed.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            AskError::Produce(e) => e.is_retryable(),
+            AskError::Log(e) => e.is_retryable(),
+            AskError::Remote(body) => body.retryable,
+            AskError::StreamBroken(_) => true,
+            AskError::ClaimCheck(e) => e.is_retryable(),
+            AskError::Timeout { .. } => true,
+        }
+    }
+}
+
+fn describe_end(end: &StreamEnd) -> String {
+    match end {
+        StreamEnd::Finished { finish_reason, .. } => format!("finished ({})", finish_reason.as_deref().unwrap_or("no reason")),
+        StreamEnd::Failed(e) => format!("failed: {}", e.message.as_deref().unwrap_or(e.code.name())),
+        StreamEnd::Gap { expected, received } => format!("gap: chunk {expected} is missing (got {received})"),
+        StreamEnd::Abandoned { deadline_micros } => format!("abandoned: its deadline {deadline_micros} µs passed"),
+    }
+}
+
+/// One reply record as read from the log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reply {
+    pub envelope: AgentEnvelope,
+    pub position: LogPosition,
+    pub timestamp_micros: u64,
+    /// The body's codec (from `agdx.ct`; the original one for claim-checked bodies is not known: `ref`).
+    pub content_type: ContentType,
+    /// The body, fetched and verified when it was claim-checked.
+    pub body: Vec<u8>,
+}
+
+/// The answer to an ask.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// A single `response`.
+    Response(Reply),
+    /// A chunk stream that finished: the chunks' bytes in order.
+    Streamed { body: Vec<u8>, finish_reason: Option<String>, counters: StreamCounters },
+}
+
+/// One step of a watched reply, in log order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReplyEvent {
+    /// A `status` record (task state or progress) for the request.
+    Status(Reply),
+    /// The terminal `response`.
+    Response(Reply),
+    /// The terminal `error` (not part of a stream).
+    Error(ErrorBody),
+    /// The next chunk of the reply stream.
+    Chunk { sequence: u64, body: Vec<u8> },
+    /// The reply stream ended.
+    StreamEnd(StreamEnd),
+}
+
+impl ReplyEvent {
+    /// Whether nothing follows this event.
+    pub fn is_terminal(&self) -> bool {
+        matches!(self, ReplyEvent::Response(_) | ReplyEvent::Error(_) | ReplyEvent::StreamEnd(_))
+    }
+}
+
+type Waiters = DashMap<CorrelationId, mpsc::UnboundedSender<(AgentEnvelope, crate::log::LogRecord)>>;
+
+/// Sends commands and waits for their replies.
+pub struct Requester {
+    producer: Producer,
+    clock: SharedClock,
+    waiters: Arc<Waiters>,
+    readers: Mutex<HashMap<u32, JoinHandle<()>>>,
+}
+
+impl Drop for Requester {
+    fn drop(&mut self) {
+        for (_, reader) in self.readers.get_mut().drain() {
+            reader.abort();
+        }
+    }
+}
+
+impl Requester {
+    /// A requester sending through `producer` (its source is the asker).
+    pub fn new(producer: Producer) -> Self {
+        Self { producer, clock: system_clock(), waiters: Arc::new(DashMap::new()), readers: Mutex::new(HashMap::new()) }
+    }
+
+    /// Uses `clock` for stream abandonment deadlines.
+    pub fn with_clock(mut self, clock: SharedClock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The producer commands go out through.
+    pub fn producer(&self) -> &Producer {
+        &self.producer
+    }
+
+    /// Sends `request` and returns a watch over its replies. The waiter is
+    /// registered and the reply partition's tail observed before the command
+    /// is sent, so no reply can be missed.
+    pub async fn send(&self, request: CommandRequest) -> Result<ReplyWatch, AskError> {
+        let target = request.target.as_ref().map_or_else(|| "any agent".to_owned(), AgentId::to_string);
+        let operation = request.operation.clone().unwrap_or_default();
+        let (outgoing, correlation) = self.producer.build_command(request);
+        let responses = self.producer.topology().responses.clone();
+        let partition = Producer::partition_of(&responses, outgoing.envelope.conversation);
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.waiters.insert(correlation, tx);
+        let guard = WaiterGuard { waiters: self.waiters.clone(), correlation };
+        self.ensure_reader(&responses, partition).await?;
+        let span = tracing::info_span!(
+            "ask",
+            conversation = %outgoing.envelope.conversation,
+            correlation = %correlation,
+            agent = %self.producer.source(),
+            topic = %self.producer.topology().commands.topic,
+            operation = %operation,
+        );
+        let sent = self
+            .producer
+            .publish_one(&self.producer.topology().commands, outgoing)
+            .instrument(span)
+            .await?;
+        Ok(ReplyWatch {
+            rx,
+            _guard: guard,
+            sent,
+            target,
+            operation,
+            correlation,
+            clock: self.clock.clone(),
+            producer: self.producer.clone(),
+            stream: None,
+            ended: false,
+            pending: Vec::new(),
+        })
+    }
+
+    /// Sends `request` and waits up to `timeout` for the first terminal reply.
+    pub async fn ask(&self, request: CommandRequest, timeout: Duration) -> Result<Answer, AskError> {
+        let mut watch = self.send(request).await?;
+        let deadline = Instant::now() + timeout;
+        let mut body = Vec::new();
+        loop {
+            match watch.next_until(deadline).await? {
+                ReplyEvent::Status(_) => {}
+                ReplyEvent::Response(reply) => return Ok(Answer::Response(reply)),
+                ReplyEvent::Error(error) => return Err(AskError::Remote(error)),
+                ReplyEvent::Chunk { body: chunk, .. } => body.extend_from_slice(&chunk),
+                ReplyEvent::StreamEnd(StreamEnd::Finished { finish_reason, .. }) => {
+                    let counters = watch.stream_counters().unwrap_or_default();
+                    return Ok(Answer::Streamed { body, finish_reason, counters });
+                }
+                ReplyEvent::StreamEnd(StreamEnd::Failed(error)) => return Err(AskError::Remote(error)),
+                ReplyEvent::StreamEnd(end) => return Err(AskError::StreamBroken(end)),
+            }
+        }
+    }
+
+    /// Sends `request` and returns the watch to read its reply stream chunk
+    /// by chunk (a plain `response` shows as one chunk and a finish).
+    pub async fn ask_stream(&self, request: CommandRequest) -> Result<ReplyWatch, AskError> {
+        self.send(request).await
+    }
+
+    async fn ensure_reader(&self, responses: &TopicInfo, partition: u32) -> Result<(), LogError> {
+        let mut readers = self.readers.lock().await;
+        if readers.get(&partition).is_some_and(|r| !r.is_finished()) {
+            return Ok(());
+        }
+        let log = self.producer.log().clone();
+        let from = log.last_offset(responses, partition).await?.map_or(0, |last| last + 1);
+        let reader = tokio::spawn(read_replies(log, responses.clone(), partition, from, self.waiters.clone()));
+        readers.insert(partition, reader);
+        Ok(())
+    }
+}
+
+/// Reads one reply partition and hands each record to the waiter of its
+/// correlation; records nobody waits for are skipped.
+async fn read_replies(log: SharedLog, topic: TopicInfo, partition: u32, mut from: u64, waiters: Arc<Waiters>) {
+    let mut failures = 0u32;
+    loop {
+        match log.poll(&topic, partition, from, 512, DEFAULT_POLL_WAIT).await {
+            Ok(records) => {
+                failures = 0;
+                for record in records {
+                    from = record.position.offset + 1;
+                    let Ok(envelope) = envelope_of(&record) else { continue };
+                    let Some(correlation) = envelope.correlation else { continue };
+                    if let Some(waiter) = waiters.get(&correlation) {
+                        let _ = waiter.send((envelope, record));
+                    }
+                }
+            }
+            Err(error) => {
+                failures += 1;
+                tracing::warn!(%error, partition, topic = %topic.topic, "polling replies failed; retrying");
+                tokio::time::sleep(Duration::from_millis(50u64 << failures.min(6))).await;
+            }
+        }
+    }
+}
+
+struct WaiterGuard {
+    waiters: Arc<Waiters>,
+    correlation: CorrelationId,
+}
+
+impl Drop for WaiterGuard {
+    fn drop(&mut self) {
+        self.waiters.remove(&self.correlation);
+    }
+}
+
+/// The replies to one sent command, in log order.
+pub struct ReplyWatch {
+    rx: mpsc::UnboundedReceiver<(AgentEnvelope, crate::log::LogRecord)>,
+    _guard: WaiterGuard,
+    sent: Sent,
+    target: String,
+    operation: String,
+    correlation: CorrelationId,
+    clock: SharedClock,
+    producer: Producer,
+    stream: Option<StreamAssembler>,
+    ended: bool,
+    pending: Vec<ReplyEvent>,
+}
+
+impl ReplyWatch {
+    /// What was sent.
+    pub fn sent(&self) -> &Sent {
+        &self.sent
+    }
+
+    /// The reply stream's counters, once a stream was seen.
+    pub fn stream_counters(&self) -> Option<StreamCounters> {
+        self.stream.as_ref().map(StreamAssembler::counters)
+    }
+
+    /// The reply stream's channel, once a stream was seen.
+    pub fn stream_channel(&self) -> Option<ChannelId> {
+        self.stream.as_ref().map(StreamAssembler::channel)
+    }
+
+    /// The next reply event, waiting at most `timeout`.
+    pub async fn next(&mut self, timeout: Duration) -> Result<ReplyEvent, AskError> {
+        self.next_until(Instant::now() + timeout).await
+    }
+
+    /// The next reply event, waiting until `deadline`. After a terminal
+    /// event, further calls time out at once.
+    pub async fn next_until(&mut self, deadline: Instant) -> Result<ReplyEvent, AskError> {
+        loop {
+            if !self.pending.is_empty() {
+                return Ok(self.pending.remove(0));
+            }
+            let started = Instant::now();
+            if self.ended {
+                return Err(self.timeout(Duration::ZERO));
+            }
+            // Wake at the stream's abandonment deadline even when nothing arrives.
+            let wake = self.abandon_instant().map_or(deadline, |at| at.min(deadline));
+            let received = tokio::time::timeout_at(wake, self.rx.recv()).await;
+            match received {
+                Ok(Some((envelope, record))) => self.apply(envelope, record).await?,
+                Ok(None) => return Err(self.timeout(started.elapsed())),
+                Err(_) => {
+                    if let Some(event) = self.stream.as_mut().and_then(|s| s.tick(self.clock.now_micros())) {
+                        self.ended = true;
+                        return Ok(stream_event(event));
+                    }
+                    if Instant::now() >= deadline {
+                        return Err(self.timeout(started.elapsed()));
+                    }
+                }
+            }
+        }
+    }
+
+    fn timeout(&self, waited: Duration) -> AskError {
+        AskError::Timeout {
+            target: self.target.clone(),
+            operation: self.operation.clone(),
+            correlation: self.correlation,
+            waited,
+        }
+    }
+
+    fn abandon_instant(&self) -> Option<Instant> {
+        let deadline = self.stream.as_ref()?.deadline_micros()?;
+        let now = self.clock.now_micros();
+        Some(Instant::now() + Duration::from_micros(deadline.saturating_sub(now).saturating_add(1)))
+    }
+
+    async fn apply(&mut self, envelope: AgentEnvelope, record: crate::log::LogRecord) -> Result<(), AskError> {
+        if self.ended {
+            if let Some(stream) = self.stream.as_mut() {
+                stream.push(&envelope, self.clock.now_micros());
+            }
+            return Ok(());
+        }
+        let now = self.clock.now_micros();
+        match (envelope.kind, envelope.channel) {
+            (Kind::Chunk, Some(channel)) | (Kind::Error, Some(channel)) => {
+                let stream = self.stream.get_or_insert_with(|| StreamAssembler::new(channel));
+                for event in stream.push(&envelope, now) {
+                    self.ended |= matches!(event, StreamEvent::End(_));
+                    self.pending.push(stream_event(event));
+                }
+            }
+            (Kind::Response, _) => {
+                self.ended = true;
+                let reply = self.resolve(envelope, record).await?;
+                self.pending.push(ReplyEvent::Response(reply));
+            }
+            (Kind::Error, None) => {
+                self.ended = true;
+                let error = ErrorBody::decode_valid(&envelope.body).unwrap_or_else(|e| {
+                    ErrorBody::new(ErrorCode::Internal).with_message(format!("the agent replied with an unreadable error body: {e}"))
+                });
+                self.pending.push(ReplyEvent::Error(error));
+            }
+            (Kind::Status, _) => {
+                let reply = self.resolve(envelope, record).await?;
+                self.pending.push(ReplyEvent::Status(reply));
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    async fn resolve(&self, envelope: AgentEnvelope, record: crate::log::LogRecord) -> Result<Reply, AskError> {
+        let content_type = content_type_of(&record);
+        let body = match (content_type, self.producer.claim_check()) {
+            (ContentType::Ref, Some(check)) => check.resolve(&envelope.body).await?,
+            _ => envelope.body.clone(),
+        };
+        Ok(Reply { envelope, position: record.position, timestamp_micros: record.timestamp_micros, content_type, body })
+    }
+}
+
+fn stream_event(event: StreamEvent) -> ReplyEvent {
+    match event {
+        StreamEvent::Chunk { sequence, body } => ReplyEvent::Chunk { sequence, body },
+        StreamEvent::End(end) => ReplyEvent::StreamEnd(end),
+    }
+}
