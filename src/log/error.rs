@@ -41,6 +41,12 @@ pub enum LogError {
     /// program's file, or a newer on-disk format).
     #[error("{location} is not a log this agdx can open: {reason}")]
     Incompatible { location: String, reason: String },
+    /// The log refused the credentials or the user lacks a permission.
+    #[error("the log at {target} denied access: {reason}")]
+    AccessDenied { target: String, reason: String },
+    /// An offset commit for a partition this process's members do not own.
+    #[error("partition {partition} of '{stream}/{topic}' is assigned to another member of consumer group '{group}'; only the member that owns a partition can commit its offset (call assigned() again: the assignment has changed)")]
+    NotOwner { stream: String, topic: String, group: String, partition: u32 },
 }
 
 impl LogError {
@@ -55,6 +61,8 @@ impl LogError {
             LogError::PartitionMismatch { .. } => false,
             LogError::RecordTooLarge { .. } => false,
             LogError::InvalidInput(_) => false,
+            LogError::AccessDenied { .. } => false,
+            LogError::NotOwner { .. } => false,
             LogError::Corrupt { .. } => false,
             LogError::Incompatible { .. } => false,
         }

@@ -3,6 +3,7 @@
 use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
+use std::sync::Arc;
 
 /// Which log to use, as written on the command line or in `AGDX_LOG`.
 ///
@@ -61,10 +62,7 @@ impl LogSpec {
             LogSpec::Embedded(path) => {
                 std::sync::Arc::new(super::embedded::EmbeddedLog::open(path)?)
             }
-            LogSpec::Iggy(url) => {
-                super::iggy::IggyLog::connect(url).await?;
-                return Err(super::LogError::Backend("iggy binding pending".into()));
-            }
+            LogSpec::Iggy(url) => Arc::new(super::iggy::IggyLog::connect(url).await?),
         })
     }
 }

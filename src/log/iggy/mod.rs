@@ -1,13 +1,449 @@
-//! The Apache Iggy binding of the log port.
+//! The Apache Iggy binding of the log port, over the official `iggy` client
+//! (0.10, which speaks the protocol of server release 0.8.x) on TCP.
+//!
+//! # Mapping
+//!
+//! - **Connection.** `iggy://USER:PASSWORD@HOST:PORT[?options]` (or
+//!   `iggy://TOKEN@HOST:PORT` with a personal access token). The client
+//!   signs in on every (re)connection and sends heartbeats in the
+//!   background. One connection carries appends, polls, lookups and offset
+//!   reads; every consumer group member gets a connection of its own.
+//! - **Streams and topics** are Iggy's, found by name. Iggy numbers them
+//!   itself (from 0 on a fresh server); [`TopicInfo`] carries those numbers,
+//!   and every later request addresses the topic by them. Topics are created
+//!   with the server's defaults for expiry, size limit and compression.
+//! - **Partitions** are Iggy's, numbered from 0. An append goes to one
+//!   explicit partition in one request. Iggy's own choice for a message key
+//!   (`xxhash32(seed 0, key) % partitions`) is what
+//!   [`crate::log::partition_for_key`] computes, so records partitioned here
+//!   by key land where any Iggy client sending with that key would put them.
+//! - **Records** are Iggy messages: the payload is the message payload, the
+//!   headers are typed user headers (kept in order), the offset is Iggy's
+//!   per-partition offset and the timestamp the server's, in microseconds.
+//!   Iggy's limit for one payload is [`MAX_RECORD_BYTES`].
+//! - **Polling** reads a partition from an offset as a plain consumer with
+//!   auto-commit off, so it never moves a stored offset. When nothing is
+//!   there yet it asks again after short pauses until the wait runs out.
+//! - **Consumer groups** are Iggy consumer groups; see the `group` module.
+//!   Offsets are stored explicitly (the offset of the last record
+//!   processed); nothing is committed automatically.
+//! - **Durability.** An append returns when the server has accepted the
+//!   batch. The server makes it durable before answering only when it saves
+//!   every batch and syncs it (`IGGY_SYSTEM_PARTITION_MESSAGES_REQUIRED_TO_SAVE=1`,
+//!   `IGGY_SYSTEM_PARTITION_ENFORCE_FSYNC=true`), as `deploy/docker-compose.yml`
+//!   configures it.
 
-use super::LogError;
+mod connection;
+mod errors;
+mod group;
+mod records;
 
-/// The Iggy backend.
-pub struct IggyLog;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use iggy::prelude::{
+    CompressionAlgorithm, Consumer, ConsumerGroupClient, ConsumerOffsetClient, Identifier,
+    IggyError, IggyExpiry, MAX_PAYLOAD_SIZE, MaxTopicSize, MessageClient, Partitioning,
+    PolledMessages, PollingStrategy, StreamClient, StreamDetails, TopicClient,
+};
+
+use self::connection::{Connection, IggyTarget};
+use self::errors::{request_error, topic_error};
+use self::group::{IggyMember, Routed};
+use super::{GroupMember, Log, LogError, LogRecord, OutgoingRecord, TopicInfo};
+
+/// The largest payload Iggy accepts in one message.
+pub const MAX_RECORD_BYTES: usize = MAX_PAYLOAD_SIZE as usize;
+
+/// Most partitions Iggy allows in one topic.
+const MAX_PARTITIONS: u32 = iggy_common::MAX_PARTITIONS_COUNT;
+
+/// First and longest pause between polls while waiting for records.
+const POLL_PAUSE_FIRST: Duration = Duration::from_millis(5);
+const POLL_PAUSE_MAX: Duration = Duration::from_millis(50);
+
+/// A log on an Apache Iggy server.
+pub struct IggyLog {
+    target: IggyTarget,
+    connection: Connection,
+    reader: Consumer,
+}
 
 impl IggyLog {
-    /// Connects to `iggy://USER:PASSWORD@HOST:PORT`.
-    pub async fn connect(_url: &str) -> Result<Self, LogError> {
-        Err(LogError::Backend("the Iggy binding is not built yet".into()))
+    /// Connects to `iggy://USER:PASSWORD@HOST:PORT` and signs in.
+    ///
+    /// Fails with [`LogError::Unavailable`] when no server answers there,
+    /// [`LogError::AccessDenied`] when it refuses the credentials and
+    /// [`LogError::InvalidInput`] for a malformed connection string.
+    pub async fn connect(url: &str) -> Result<Self, LogError> {
+        let target = IggyTarget::parse(url)?;
+        let connection = target.connect().await?;
+        Ok(Self {
+            target,
+            connection,
+            reader: Consumer::default(),
+        })
+    }
+
+    fn client(&self) -> &iggy::prelude::IggyClient {
+        self.connection.client()
+    }
+
+    fn request_error(&self, doing: &str, e: IggyError) -> LogError {
+        request_error(&self.target.describe(), doing, e)
+    }
+
+    fn topic_error(&self, topic: &TopicInfo, doing: &str, e: IggyError) -> LogError {
+        topic_error(&self.target.describe(), topic, doing, e)
+    }
+
+    /// The stream named `stream`, `None` when there is none.
+    async fn find_stream(&self, stream: &str) -> Result<Option<StreamDetails>, LogError> {
+        match self.client().get_stream(&named("stream", stream)?).await {
+            Ok(found) => Ok(found),
+            Err(IggyError::StreamIdNotFound(_) | IggyError::StreamNameNotFound(_)) => Ok(None),
+            Err(e) => Err(self.request_error(&format!("looking up stream '{stream}'"), e)),
+        }
+    }
+
+    /// The stream named `stream`, created when missing.
+    async fn ensure_stream(&self, stream: &str) -> Result<StreamDetails, LogError> {
+        if let Some(found) = self.find_stream(stream).await? {
+            return Ok(found);
+        }
+        match self.client().create_stream(stream).await {
+            Ok(created) => Ok(created),
+            Err(IggyError::StreamNameAlreadyExists(_)) => {
+                self.find_stream(stream).await?.ok_or_else(|| {
+                    LogError::Backend(format!(
+                        "stream '{stream}' was reported to exist but cannot be found"
+                    ))
+                })
+            }
+            Err(e) => Err(self.request_error(&format!("creating stream '{stream}'"), e)),
+        }
+    }
+
+    /// The topic `topic` of the stream numbered `stream_id`, `None` when there is none.
+    async fn find_topic(
+        &self,
+        stream: &str,
+        stream_id: u32,
+        topic: &str,
+    ) -> Result<Option<TopicInfo>, LogError> {
+        let found = self
+            .client()
+            .get_topic(&numeric(stream_id)?, &named("topic", topic)?)
+            .await;
+        match found {
+            Ok(Some(details)) => Ok(Some(TopicInfo {
+                stream: stream.to_owned(),
+                topic: topic.to_owned(),
+                stream_id,
+                topic_id: details.id,
+                partitions: details.partitions_count,
+            })),
+            Ok(None)
+            | Err(
+                IggyError::StreamIdNotFound(_)
+                | IggyError::TopicIdNotFound(..)
+                | IggyError::TopicNameNotFound(..),
+            ) => Ok(None),
+            Err(e) => Err(self.request_error(&format!("looking up topic '{stream}/{topic}'"), e)),
+        }
+    }
+
+    fn check_partition(&self, topic: &TopicInfo, partition: u32) -> Result<(), LogError> {
+        if partition < topic.partitions {
+            return Ok(());
+        }
+        Err(LogError::NoSuchPartition {
+            stream: topic.stream.clone(),
+            topic: topic.topic.clone(),
+            partition,
+            partitions: topic.partitions,
+        })
+    }
+
+    /// One poll of a partition as the plain reader (never commits).
+    async fn poll_once(
+        &self,
+        topic: &TopicInfo,
+        partition: u32,
+        strategy: PollingStrategy,
+        count: u32,
+    ) -> Result<PolledMessages, LogError> {
+        let (stream, topic_id) = (numeric(topic.stream_id)?, numeric(topic.topic_id)?);
+        self.client()
+            .poll_messages(
+                &stream,
+                &topic_id,
+                Some(partition),
+                &self.reader,
+                &strategy,
+                count,
+                false,
+            )
+            .await
+            .map_err(|e| self.topic_error(topic, &format!("polling partition {partition}"), e))
+    }
+}
+
+/// A numeric Iggy identifier.
+fn numeric(id: u32) -> Result<Identifier, LogError> {
+    Identifier::numeric(id)
+        .map_err(|e| LogError::InvalidInput(format!("Iggy rejects the id {id}: {e}")))
+}
+
+/// An Iggy identifier by name, checking Iggy's name rules.
+fn named(what: &str, name: &str) -> Result<Identifier, LogError> {
+    Identifier::named(name).map_err(|e| {
+        LogError::InvalidInput(format!(
+            "invalid {what} name {name:?} ({e}); Iggy names have 1 to 255 bytes"
+        ))
+    })
+}
+
+#[async_trait]
+impl Log for IggyLog {
+    fn describe(&self) -> String {
+        self.target.describe()
+    }
+
+    fn max_record_bytes(&self) -> usize {
+        MAX_RECORD_BYTES
+    }
+
+    async fn ensure_topic(
+        &self,
+        stream: &str,
+        topic: &str,
+        partitions: u32,
+    ) -> Result<TopicInfo, LogError> {
+        if partitions == 0 || partitions > MAX_PARTITIONS {
+            return Err(LogError::InvalidInput(format!(
+                "a topic needs 1 to {MAX_PARTITIONS} partitions on Iggy, not {partitions}"
+            )));
+        }
+        named("stream", stream)?;
+        named("topic", topic)?;
+        let stream_id = self.ensure_stream(stream).await?.id;
+        let info = match self.find_topic(stream, stream_id, topic).await? {
+            Some(info) => info,
+            None => {
+                let created = self
+                    .client()
+                    .create_topic(
+                        &numeric(stream_id)?,
+                        topic,
+                        partitions,
+                        CompressionAlgorithm::None,
+                        None,
+                        IggyExpiry::ServerDefault,
+                        MaxTopicSize::ServerDefault,
+                    )
+                    .await;
+                match created {
+                    Ok(details) => TopicInfo {
+                        stream: stream.to_owned(),
+                        topic: topic.to_owned(),
+                        stream_id,
+                        topic_id: details.id,
+                        partitions: details.partitions_count,
+                    },
+                    Err(IggyError::TopicNameAlreadyExists(..)) => self
+                        .find_topic(stream, stream_id, topic)
+                        .await?
+                        .ok_or_else(|| {
+                            LogError::Backend(format!(
+                                "topic '{stream}/{topic}' was reported to exist but cannot be found"
+                            ))
+                        })?,
+                    Err(e) => {
+                        return Err(
+                            self.request_error(&format!("creating topic '{stream}/{topic}'"), e)
+                        );
+                    }
+                }
+            }
+        };
+        if info.partitions != partitions {
+            return Err(LogError::PartitionMismatch {
+                stream: stream.to_owned(),
+                topic: topic.to_owned(),
+                existing: info.partitions,
+                wanted: partitions,
+            });
+        }
+        Ok(info)
+    }
+
+    async fn topic(&self, stream: &str, topic: &str) -> Result<Option<TopicInfo>, LogError> {
+        match self.find_stream(stream).await? {
+            Some(found) => self.find_topic(stream, found.id, topic).await,
+            None => Ok(None),
+        }
+    }
+
+    async fn append(
+        &self,
+        topic: &TopicInfo,
+        partition: u32,
+        records: Vec<OutgoingRecord>,
+    ) -> Result<(), LogError> {
+        self.check_partition(topic, partition)?;
+        if records.is_empty() {
+            return Err(LogError::InvalidInput(
+                "an append needs at least one record".into(),
+            ));
+        }
+        let mut messages = records
+            .into_iter()
+            .map(records::to_message)
+            .collect::<Result<Vec<_>, _>>()?;
+        let (stream, topic_id) = (numeric(topic.stream_id)?, numeric(topic.topic_id)?);
+        self.client()
+            .send_messages(
+                &stream,
+                &topic_id,
+                &Partitioning::partition_id(partition),
+                &mut messages,
+            )
+            .await
+            .map_err(|e| self.topic_error(topic, &format!("appending to partition {partition}"), e))
+    }
+
+    async fn poll(
+        &self,
+        topic: &TopicInfo,
+        partition: u32,
+        from: u64,
+        max: u32,
+        wait: Duration,
+    ) -> Result<Vec<LogRecord>, LogError> {
+        self.check_partition(topic, partition)?;
+        if max == 0 {
+            return Ok(Vec::new());
+        }
+        let deadline = tokio::time::Instant::now() + wait;
+        let mut pause = POLL_PAUSE_FIRST;
+        loop {
+            let polled = self
+                .poll_once(topic, partition, PollingStrategy::offset(from), max)
+                .await?;
+            if !polled.messages.is_empty() {
+                return polled
+                    .messages
+                    .into_iter()
+                    .filter(|m| m.header.offset >= from)
+                    .map(|m| records::from_message(topic, partition, m))
+                    .collect();
+            }
+            let now = tokio::time::Instant::now();
+            if now >= deadline {
+                return Ok(Vec::new());
+            }
+            tokio::time::sleep(pause.min(deadline - now)).await;
+            pause = (pause * 2).min(POLL_PAUSE_MAX);
+        }
+    }
+
+    async fn last_offset(
+        &self,
+        topic: &TopicInfo,
+        partition: u32,
+    ) -> Result<Option<u64>, LogError> {
+        self.check_partition(topic, partition)?;
+        // The poll answer carries the partition's current offset (the last
+        // record's), which reads 0 both for an empty partition and for one
+        // holding a single record: only then is record 0 worth asking for.
+        let current = self
+            .poll_once(topic, partition, PollingStrategy::offset(u64::MAX), 1)
+            .await?
+            .current_offset;
+        if current > 0 {
+            return Ok(Some(current));
+        }
+        let first = self
+            .poll_once(topic, partition, PollingStrategy::offset(0), 1)
+            .await?;
+        Ok(first.messages.first().map(|m| m.header.offset))
+    }
+
+    async fn join_group(
+        &self,
+        topic: &TopicInfo,
+        group: &str,
+    ) -> Result<Box<dyn GroupMember>, LogError> {
+        Ok(Box::new(
+            IggyMember::join(&self.target, topic, group).await?,
+        ))
+    }
+
+    async fn store_offset(
+        &self,
+        topic: &TopicInfo,
+        group: &str,
+        partition: u32,
+        offset: u64,
+    ) -> Result<(), LogError> {
+        self.check_partition(topic, partition)?;
+        match group::commit_through_members(&self.target, topic, group, partition, offset).await? {
+            Routed::Stored => Ok(()),
+            Routed::OwnedElsewhere => Err(group::not_owner(topic, group, partition)),
+            Routed::NoLocalMember => {
+                let (stream, topic_id) = (numeric(topic.stream_id)?, numeric(topic.topic_id)?);
+                let details = self
+                    .client()
+                    .get_consumer_group(&stream, &topic_id, &named("consumer group", group)?)
+                    .await;
+                let members = match details {
+                    Ok(Some(details)) => details.members_count,
+                    Ok(None)
+                    | Err(
+                        IggyError::ConsumerGroupIdNotFound(..)
+                        | IggyError::ConsumerGroupNameNotFound(..),
+                    ) => 0,
+                    Err(e) => {
+                        return Err(self.topic_error(
+                            topic,
+                            &format!("reading consumer group '{group}'"),
+                            e,
+                        ));
+                    }
+                };
+                if members > 0 {
+                    return Err(group::not_owner(topic, group, partition));
+                }
+                group::commit_as_temporary_member(&self.target, topic, group, partition, offset)
+                    .await
+            }
+        }
+    }
+
+    async fn committed_offset(
+        &self,
+        topic: &TopicInfo,
+        group: &str,
+        partition: u32,
+    ) -> Result<Option<u64>, LogError> {
+        self.check_partition(topic, partition)?;
+        let (stream, topic_id) = (numeric(topic.stream_id)?, numeric(topic.topic_id)?);
+        let consumer = Consumer::group(named("consumer group", group)?);
+        match self
+            .client()
+            .get_consumer_offset(&consumer, &stream, &topic_id, Some(partition))
+            .await
+        {
+            Ok(info) => Ok(info.map(|info| info.stored_offset)),
+            Err(
+                IggyError::ConsumerGroupIdNotFound(..) | IggyError::ConsumerGroupNameNotFound(..),
+            ) => Ok(None),
+            Err(e) => Err(self.topic_error(
+                topic,
+                &format!("reading the offset of group '{group}' on partition {partition}"),
+                e,
+            )),
+        }
     }
 }

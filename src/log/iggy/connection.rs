@@ -1,0 +1,227 @@
+//! Connection strings and TCP connections to an Iggy server.
+
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use iggy::prelude::{
+    Client, ClientWrapper, IggyClient, IggyDuration, IggyError, TcpClient, TcpClientConfig,
+};
+use iggy_common::locking::{IggyRwLock, IggyRwLockFn};
+use iggy_common::{
+    ConnectionString, ConnectionStringUtils, TcpConnectionStringOptions, TransportProtocol,
+};
+
+use super::errors::{HINT, unreachable};
+use crate::log::LogError;
+
+/// How long the first TCP connect may take before the server counts as unreachable.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Reconnection attempts after a broken connection, unless the connection
+/// string sets `reconnection_retries`.
+const DEFAULT_RECONNECTION_RETRIES: u32 = 3;
+
+/// Heartbeat interval, unless the connection string sets `heartbeat_interval`.
+/// Well under the server's default heartbeat interval (5 s), so a live client
+/// is never taken for a hung one when the server verifies heartbeats.
+const DEFAULT_HEARTBEAT_INTERVAL: &str = "2s";
+
+/// A parsed `iggy://USER:PASSWORD@HOST:PORT[?options]` connection string.
+#[derive(Debug, Clone)]
+pub(crate) struct IggyTarget {
+    config: Arc<TcpClientConfig>,
+}
+
+impl IggyTarget {
+    /// Parses a connection string. Options are those of the Iggy client
+    /// (`heartbeat_interval`, `reconnection_retries`, `reconnection_interval`,
+    /// `reestablish_after`, `nodelay`, `tls`, `tls_domain`, `tls_ca_file`).
+    /// Unless set, `nodelay` is on (requests are small and latency-bound),
+    /// reconnection gives up after a few attempts instead of retrying forever,
+    /// and heartbeats go every 2 s.
+    pub(crate) fn parse(url: &str) -> Result<Self, LogError> {
+        let bad = |why: &str| {
+            LogError::InvalidInput(format!(
+                "invalid Iggy connection string {}: {why}; expected iggy://USER:PASSWORD@HOST:PORT (e.g. iggy://iggy:iggy@127.0.0.1:8090), optionally followed by ?option=value&... (heartbeat_interval, reconnection_retries, reconnection_interval, reestablish_after, nodelay, tls, tls_domain, tls_ca_file)",
+                redact(url)
+            ))
+        };
+        match ConnectionStringUtils::parse_protocol(url) {
+            Ok(TransportProtocol::Tcp) => {}
+            Ok(other) => {
+                return Err(bad(&format!(
+                    "the {other} transport is not supported, only TCP"
+                )));
+            }
+            Err(_) => return Err(bad("it does not start with iggy://")),
+        }
+        let parsed = ConnectionString::<TcpConnectionStringOptions>::from_str(url)
+            .map_err(|e| bad(&format!("{e}")))?;
+        let mut config = TcpClientConfig::from(parsed);
+        let options = option_names(url);
+        if !options.contains(&"nodelay") {
+            config.nodelay = true;
+        }
+        if !options.contains(&"reconnection_retries") {
+            config.reconnection.max_retries = Some(DEFAULT_RECONNECTION_RETRIES);
+        }
+        if !options.contains(&"heartbeat_interval") {
+            config.heartbeat_interval = IggyDuration::from_str(DEFAULT_HEARTBEAT_INTERVAL)
+                .map_err(|e| bad(&e.to_string()))?;
+        }
+        Ok(Self {
+            config: Arc::new(config),
+        })
+    }
+
+    /// `host:port` of the server.
+    pub(crate) fn address(&self) -> &str {
+        &self.config.server_address
+    }
+
+    /// The connection string without credentials, for people.
+    pub(crate) fn describe(&self) -> String {
+        format!("iggy://{}", self.address())
+    }
+
+    /// Opens a new signed-in TCP connection. Each connection is one Iggy
+    /// client (one client id on the server, its own consumer group
+    /// memberships) and sends heartbeats in the background until shut down.
+    pub(crate) async fn connect(&self) -> Result<Connection, LogError> {
+        let address = self.address().to_owned();
+        match tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(&address)).await
+        {
+            Ok(Ok(_probe)) => {}
+            Ok(Err(e)) => return Err(unreachable(&self.describe(), &format!("{e}; {HINT}"))),
+            Err(_) => {
+                return Err(unreachable(
+                    &self.describe(),
+                    &format!("no answer within {} s; {HINT}", CONNECT_TIMEOUT.as_secs()),
+                ));
+            }
+        }
+        let tcp = TcpClient::create(self.config.clone())
+            .map_err(|e| LogError::InvalidInput(e.to_string()))?;
+        let client = IggyClient::create(ClientWrapper::Tcp(tcp), None, None);
+        if let Err(e) = client.connect().await {
+            shutdown_in_background(client.client());
+            return Err(match e {
+                IggyError::InvalidCredentials
+                | IggyError::Unauthenticated
+                | IggyError::Unauthorized
+                | IggyError::InvalidPersonalAccessToken => LogError::AccessDenied {
+                    target: self.describe(),
+                    reason: format!(
+                        "signing in failed ({e}); check the user and password in the connection string (iggy://USER:PASSWORD@HOST:PORT)"
+                    ),
+                },
+                other => unreachable(&self.describe(), &format!("{other}; {HINT}")),
+            });
+        }
+        Ok(Connection { client })
+    }
+}
+
+/// One signed-in TCP connection. Dropping it closes the connection (in the
+/// background, on the current Tokio runtime), which also ends any consumer
+/// group membership it holds.
+pub(crate) struct Connection {
+    client: IggyClient,
+}
+
+impl Connection {
+    /// The Iggy client of this connection.
+    pub(crate) fn client(&self) -> &IggyClient {
+        &self.client
+    }
+
+    /// Closes the connection now.
+    pub(crate) async fn close(&self) {
+        // Closing an already closed connection is not an error worth reporting.
+        let _ = self.client.shutdown().await;
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        shutdown_in_background(self.client.client());
+    }
+}
+
+/// Shuts a client down without waiting: stops its heartbeat task (which
+/// otherwise keeps the connection open) and closes the socket.
+fn shutdown_in_background(inner: IggyRwLock<ClientWrapper>) {
+    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        runtime.spawn(async move {
+            let _ = inner.read().await.shutdown().await;
+        });
+    }
+}
+
+/// The names of the `?name=value&...` options of a connection string.
+fn option_names(url: &str) -> Vec<&str> {
+    url.split_once('?')
+        .map(|(_, query)| {
+            query
+                .split('&')
+                .filter_map(|kv| kv.split('=').next())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The connection string with any password or token replaced by `***`.
+fn redact(url: &str) -> String {
+    match (url.split_once("://"), url.rfind('@')) {
+        (Some((scheme, rest)), Some(at)) if at > scheme.len() + 3 => {
+            let credentials = &rest[..at - scheme.len() - 3];
+            let host = &url[at..];
+            match credentials.split_once(':') {
+                Some((user, _)) => format!("{scheme}://{user}:***{host}"),
+                None => format!("{scheme}://***{host}"),
+            }
+        }
+        _ => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_a_plain_connection_string() {
+        let target = IggyTarget::parse("iggy://iggy:secret@127.0.0.1:8090").unwrap();
+        assert_eq!(target.address(), "127.0.0.1:8090");
+        assert_eq!(target.describe(), "iggy://127.0.0.1:8090");
+        assert!(target.config.nodelay);
+        assert_eq!(
+            target.config.reconnection.max_retries,
+            Some(DEFAULT_RECONNECTION_RETRIES)
+        );
+    }
+
+    #[test]
+    fn keeps_explicit_options() {
+        let target = IggyTarget::parse(
+            "iggy://iggy:secret@localhost:8090?nodelay=false&reconnection_retries=unlimited",
+        )
+        .unwrap();
+        assert!(!target.config.nodelay);
+        assert_eq!(target.config.reconnection.max_retries, None);
+    }
+
+    #[test]
+    fn rejects_other_transports_and_hides_the_password() {
+        let err = IggyTarget::parse("iggy+quic://iggy:secret@127.0.0.1:8080")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("only TCP"), "{err}");
+        assert!(!err.contains("secret"), "{err}");
+        let err = IggyTarget::parse("iggy://iggy:secret@127.0.0.1")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("iggy://iggy:***@127.0.0.1"), "{err}");
+    }
+}

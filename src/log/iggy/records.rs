@@ -1,0 +1,291 @@
+//! Records to Iggy messages and back, with typed user headers.
+//!
+//! Headers travel as Iggy's typed user headers: a string key and a typed
+//! value (kind code plus the value's bytes, numbers little-endian), exactly
+//! what [`agdx_wire::HeaderValue`] holds. They are written and read as the
+//! raw header block of the message, entry by entry, so their order survives
+//! the round trip (Iggy's map-based helpers would sort them by key).
+
+use agdx_wire::{HeaderKind, HeaderValue, Headers};
+use bytes::{Bytes, BytesMut};
+use iggy::prelude::{
+    HeaderKind as IggyHeaderKind, IggyMessage, MAX_PAYLOAD_SIZE, MAX_USER_HEADERS_SIZE,
+};
+use iggy_binary_protocol::{WireUserHeaders, encode_user_headers, user_headers_encoded_size};
+
+use crate::log::{LogError, LogRecord, OutgoingRecord, TopicInfo};
+
+/// Longest header key or value Iggy accepts.
+const MAX_HEADER_FIELD: usize = 255;
+
+/// Iggy's kind for an AGDX header kind (the same fifteen kinds).
+fn to_iggy_kind(kind: HeaderKind) -> IggyHeaderKind {
+    match kind {
+        HeaderKind::Raw => IggyHeaderKind::Raw,
+        HeaderKind::String => IggyHeaderKind::String,
+        HeaderKind::Bool => IggyHeaderKind::Bool,
+        HeaderKind::Int8 => IggyHeaderKind::Int8,
+        HeaderKind::Int16 => IggyHeaderKind::Int16,
+        HeaderKind::Int32 => IggyHeaderKind::Int32,
+        HeaderKind::Int64 => IggyHeaderKind::Int64,
+        HeaderKind::Int128 => IggyHeaderKind::Int128,
+        HeaderKind::Uint8 => IggyHeaderKind::Uint8,
+        HeaderKind::Uint16 => IggyHeaderKind::Uint16,
+        HeaderKind::Uint32 => IggyHeaderKind::Uint32,
+        HeaderKind::Uint64 => IggyHeaderKind::Uint64,
+        HeaderKind::Uint128 => IggyHeaderKind::Uint128,
+        HeaderKind::Float32 => IggyHeaderKind::Float32,
+        HeaderKind::Float64 => IggyHeaderKind::Float64,
+    }
+}
+
+/// The AGDX header kind for an Iggy kind.
+fn from_iggy_kind(kind: IggyHeaderKind) -> HeaderKind {
+    match kind {
+        IggyHeaderKind::Raw => HeaderKind::Raw,
+        IggyHeaderKind::String => HeaderKind::String,
+        IggyHeaderKind::Bool => HeaderKind::Bool,
+        IggyHeaderKind::Int8 => HeaderKind::Int8,
+        IggyHeaderKind::Int16 => HeaderKind::Int16,
+        IggyHeaderKind::Int32 => HeaderKind::Int32,
+        IggyHeaderKind::Int64 => HeaderKind::Int64,
+        IggyHeaderKind::Int128 => HeaderKind::Int128,
+        IggyHeaderKind::Uint8 => HeaderKind::Uint8,
+        IggyHeaderKind::Uint16 => HeaderKind::Uint16,
+        IggyHeaderKind::Uint32 => HeaderKind::Uint32,
+        IggyHeaderKind::Uint64 => HeaderKind::Uint64,
+        IggyHeaderKind::Uint128 => HeaderKind::Uint128,
+        IggyHeaderKind::Float32 => HeaderKind::Float32,
+        IggyHeaderKind::Float64 => HeaderKind::Float64,
+    }
+}
+
+/// The byte length a fixed-size kind requires, `None` for raw and string.
+fn fixed_len(kind: HeaderKind) -> Option<usize> {
+    match kind {
+        HeaderKind::Raw | HeaderKind::String => None,
+        HeaderKind::Bool | HeaderKind::Int8 | HeaderKind::Uint8 => Some(1),
+        HeaderKind::Int16 | HeaderKind::Uint16 => Some(2),
+        HeaderKind::Int32 | HeaderKind::Uint32 | HeaderKind::Float32 => Some(4),
+        HeaderKind::Int64 | HeaderKind::Uint64 | HeaderKind::Float64 => Some(8),
+        HeaderKind::Int128 | HeaderKind::Uint128 => Some(16),
+    }
+}
+
+/// Checks one header against Iggy's rules.
+fn check_header(key: &str, value: &HeaderValue) -> Result<(), LogError> {
+    if key.is_empty() || key.len() > MAX_HEADER_FIELD {
+        return Err(LogError::InvalidInput(format!(
+            "header key {key:?} has {} bytes; Iggy header keys have 1 to {MAX_HEADER_FIELD} bytes",
+            key.len()
+        )));
+    }
+    let len = value.bytes.len();
+    match fixed_len(value.kind) {
+        Some(want) if want != len => Err(LogError::InvalidInput(format!(
+            "header '{key}' is a {:?} value of {len} bytes; that kind takes exactly {want} bytes",
+            value.kind
+        ))),
+        _ if len == 0 || len > MAX_HEADER_FIELD => Err(LogError::InvalidInput(format!(
+            "header '{key}' has a value of {len} bytes; Iggy header values have 1 to {MAX_HEADER_FIELD} bytes"
+        ))),
+        _ if value.kind == HeaderKind::String && std::str::from_utf8(&value.bytes).is_err() => {
+            Err(LogError::InvalidInput(format!(
+                "header '{key}' is a string value that is not valid UTF-8"
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The raw Iggy header block for `headers`, `None` when there are none.
+fn encode_headers(headers: &Headers) -> Result<Option<Bytes>, LogError> {
+    if headers.is_empty() {
+        return Ok(None);
+    }
+    for (i, (key, value)) in headers.iter().enumerate() {
+        check_header(key, value)?;
+        if headers[..i].iter().any(|(earlier, _)| earlier == key) {
+            return Err(LogError::InvalidInput(format!(
+                "header '{key}' appears twice; Iggy headers hold one value per key"
+            )));
+        }
+    }
+    let key_kind = IggyHeaderKind::String.as_code();
+    let entries: Vec<(u8, &[u8], u8, &[u8])> = headers
+        .iter()
+        .map(|(key, value)| {
+            (
+                key_kind,
+                key.as_bytes(),
+                to_iggy_kind(value.kind).as_code(),
+                value.bytes.as_slice(),
+            )
+        })
+        .collect();
+    let size = user_headers_encoded_size(&entries);
+    if size > MAX_USER_HEADERS_SIZE as usize {
+        return Err(LogError::InvalidInput(format!(
+            "the headers take {size} bytes; Iggy accepts at most {MAX_USER_HEADERS_SIZE} bytes of headers per record"
+        )));
+    }
+    let mut block = BytesMut::with_capacity(size);
+    encode_user_headers(&entries, &mut block);
+    Ok(Some(block.freeze()))
+}
+
+/// Reads a raw Iggy header block back, in order.
+fn decode_headers(block: &Bytes) -> Result<Headers, String> {
+    let block = WireUserHeaders::from_bytes(block.clone())
+        .map_err(|e| format!("malformed header block: {e}"))?;
+    block
+        .iter()
+        .map(|entry| {
+            if entry.key_kind.0 != IggyHeaderKind::String.as_code() {
+                return Err(format!(
+                    "a header key of kind code {} (AGDX keys are strings)",
+                    entry.key_kind.0
+                ));
+            }
+            let key = std::str::from_utf8(entry.key)
+                .map_err(|_| "a header key that is not UTF-8".to_owned())?;
+            let kind = IggyHeaderKind::from_code(entry.value_kind.0).map_err(|_| {
+                format!(
+                    "header '{key}' has the unknown kind code {}",
+                    entry.value_kind.0
+                )
+            })?;
+            Ok((
+                key.to_owned(),
+                HeaderValue {
+                    kind: from_iggy_kind(kind),
+                    bytes: entry.value.to_vec(),
+                },
+            ))
+        })
+        .collect()
+}
+
+/// The Iggy message for `record`.
+pub(crate) fn to_message(record: OutgoingRecord) -> Result<IggyMessage, LogError> {
+    let size = record.payload.len();
+    if size == 0 {
+        return Err(LogError::InvalidInput(
+            "a record needs a payload of at least one byte".into(),
+        ));
+    }
+    if size > MAX_PAYLOAD_SIZE as usize {
+        return Err(LogError::RecordTooLarge {
+            size,
+            limit: MAX_PAYLOAD_SIZE as usize,
+        });
+    }
+    let headers = encode_headers(&record.headers)?;
+    let mut message = IggyMessage::builder()
+        .payload(Bytes::from(record.payload))
+        .build()
+        .map_err(|e| LogError::InvalidInput(format!("Iggy rejects the record: {e}")))?;
+    if let Some(block) = headers {
+        message.header.user_headers_length = u32::try_from(block.len()).unwrap_or(u32::MAX);
+        message.user_headers = Some(block);
+    }
+    Ok(message)
+}
+
+/// The record a polled message holds.
+pub(crate) fn from_message(
+    topic: &TopicInfo,
+    partition: u32,
+    message: IggyMessage,
+) -> Result<LogRecord, LogError> {
+    let offset = message.header.offset;
+    let headers = match &message.user_headers {
+        Some(block) if !block.is_empty() => decode_headers(block).map_err(|why| {
+            LogError::Backend(format!(
+                "record {}/{}/{partition}/{offset} ('{}/{}') has {why}",
+                topic.stream_id, topic.topic_id, topic.stream, topic.topic
+            ))
+        })?,
+        _ => Vec::new(),
+    };
+    Ok(LogRecord {
+        position: topic.position(partition, offset),
+        timestamp_micros: message.header.timestamp,
+        headers,
+        payload: message.payload.to_vec(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers() -> Headers {
+        vec![
+            ("agdx.ct".to_owned(), HeaderValue::u8(3)),
+            ("agdx.av".to_owned(), HeaderValue::u32(1)),
+            (
+                "gen_ai.conversation.id".to_owned(),
+                HeaderValue::u128(0x0102_0304_0506_0708_090a_0b0c_0d0e_0f10),
+            ),
+            ("agdx.to".to_owned(), HeaderValue::string("billing")),
+        ]
+    }
+
+    #[test]
+    fn headers_round_trip_in_order() {
+        let block = encode_headers(&headers()).unwrap().unwrap();
+        assert_eq!(decode_headers(&block).unwrap(), headers());
+    }
+
+    #[test]
+    fn headers_read_by_the_iggy_map_api() {
+        let message = to_message(OutgoingRecord {
+            headers: headers(),
+            payload: b"x".to_vec(),
+        })
+        .unwrap();
+        let map = message.user_headers_map().unwrap().unwrap();
+        let key = iggy::prelude::HeaderKey::try_from("gen_ai.conversation.id").unwrap();
+        assert_eq!(
+            map[&key].as_uint128().unwrap(),
+            0x0102_0304_0506_0708_090a_0b0c_0d0e_0f10
+        );
+        let key = iggy::prelude::HeaderKey::try_from("agdx.ct").unwrap();
+        assert_eq!(map[&key].as_uint8().unwrap(), 3);
+    }
+
+    #[test]
+    fn rejects_what_iggy_would_reject() {
+        let bad = |headers: Headers| encode_headers(&headers).unwrap_err();
+        assert!(matches!(
+            bad(vec![(String::new(), HeaderValue::u8(1))]),
+            LogError::InvalidInput(_)
+        ));
+        let wrong_width = HeaderValue {
+            kind: HeaderKind::Uint32,
+            bytes: vec![1, 2],
+        };
+        assert!(
+            bad(vec![("k".into(), wrong_width)])
+                .to_string()
+                .contains("exactly 4 bytes")
+        );
+        assert!(
+            bad(vec![("k".into(), HeaderValue::string(""))])
+                .to_string()
+                .contains("1 to 255")
+        );
+        let twice = vec![
+            ("k".into(), HeaderValue::u8(1)),
+            ("k".into(), HeaderValue::u8(2)),
+        ];
+        assert!(bad(twice).to_string().contains("twice"));
+        let empty = to_message(OutgoingRecord {
+            headers: Vec::new(),
+            payload: Vec::new(),
+        })
+        .unwrap_err();
+        assert!(matches!(empty, LogError::InvalidInput(_)));
+    }
+}
