@@ -1,0 +1,424 @@
+//! What only the embedded log promises: several processes on one
+//! directory, crash safety under `kill -9`, damaged-record detection, and
+//! refusing storage that is not an agdx log.
+//!
+//! The multi-process tests start copies of this test binary running the
+//! ignored `child` test (see `support::embedded` for the pattern).
+
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use agdx::log::embedded::EmbeddedLog;
+use agdx::log::{Log, LogError, SharedLog, TopicInfo};
+use support::embedded::{Child, ChildTask, report};
+use support::{eventually, record, texts};
+
+/// The child test's name, as the parent passes it to `--exact`.
+const CHILD: &str = "child";
+
+const TOPIC: &str = "t";
+
+/// Every record of a partition, read in chunks.
+async fn read_all(log: &dyn Log, topic: &TopicInfo, partition: u32) -> Vec<agdx::log::LogRecord> {
+    let mut out = Vec::new();
+    loop {
+        let got = log
+            .poll(topic, partition, out.len() as u64, 500, Duration::ZERO)
+            .await
+            .expect("poll");
+        if got.is_empty() {
+            return out;
+        }
+        out.extend(got);
+    }
+}
+
+/// The payload of record `seq` written by the crash test's appender:
+/// its number, then filler that depends on it, so a torn or mixed-up
+/// payload cannot pass for a good one.
+fn crash_payload(seq: u64) -> Vec<u8> {
+    let mut payload = format!("{seq:010}:").into_bytes();
+    let filler = 1_000 + (seq % 7) as usize * 3_000;
+    payload.extend((0..filler).map(|i| (seq as usize * 31 + i) as u8));
+    payload
+}
+
+/// Plays the role its parent asked for; does nothing in a normal run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a child process of the multi-process tests, which start it themselves"]
+async fn child() {
+    let Some(task) = ChildTask::from_env() else {
+        return;
+    };
+    let log = task.open();
+    match task.role.as_str() {
+        // Appends `arg` = "<tag>:<count>" records "<tag>:<n>" to partition 0
+        // in batches of 1 to 7.
+        "appender" => {
+            let topic = log
+                .ensure_topic(&task.stream, TOPIC, 2)
+                .await
+                .expect("ensure_topic");
+            let (tag, count) = task.arg.split_once(':').expect("tag:count");
+            let count: usize = count.parse().expect("count");
+            let mut n = 0;
+            while n < count {
+                let size = (1 + n % 7).min(count - n);
+                let batch = (n..n + size)
+                    .map(|i| record(format!("{tag}:{i}")))
+                    .collect();
+                log.append(&topic, 0, batch).await.expect("append");
+                n += size;
+            }
+            report("done");
+        }
+        // Appends crash payloads until killed, reporting each acknowledged one.
+        "crash-appender" => {
+            let topic = log
+                .ensure_topic(&task.stream, TOPIC, 1)
+                .await
+                .expect("ensure_topic");
+            let mut seq = 0u64;
+            loop {
+                let size = 1 + seq % 4;
+                let batch = (seq..seq + size)
+                    .map(|s| record(crash_payload(s)))
+                    .collect();
+                log.append(&topic, 0, batch).await.expect("append");
+                seq += size;
+                report(&format!("ack {}", seq - 1));
+            }
+        }
+        // Joins the group and reports its partitions whenever they change.
+        "member" => {
+            let topic = log
+                .ensure_topic(&task.stream, TOPIC, 4)
+                .await
+                .expect("ensure_topic");
+            let member = log.join_group(&topic, "workers").await.expect("join_group");
+            let mut last = None;
+            loop {
+                let owned = member.assigned().await.expect("assigned");
+                if last.as_ref() != Some(&owned) {
+                    let list: Vec<String> = owned.iter().map(u32::to_string).collect();
+                    report(&format!("owns {}", list.join(",")));
+                    last = Some(owned);
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+        // Waits for one record on partition 0 and reports it.
+        "reader" => {
+            let topic = log
+                .ensure_topic(&task.stream, TOPIC, 1)
+                .await
+                .expect("ensure_topic");
+            report("waiting");
+            let got = log
+                .poll(&topic, 0, 0, 10, Duration::from_secs(60))
+                .await
+                .expect("poll");
+            report(&format!("got {}", texts(&got).join(",")));
+        }
+        other => panic!("unknown child role {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_processes_append_without_losing_or_interleaving() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let stream = support::unique_stream("appenders");
+    let (processes, per_process) = (4, 150);
+    let mut children: Vec<Child> = (0..processes)
+        .map(|p| {
+            Child::spawn(
+                CHILD,
+                "appender",
+                dir.path(),
+                &stream,
+                &format!("c{p}:{per_process}"),
+            )
+        })
+        .collect();
+    for child in &mut children {
+        assert_eq!(child.line().await, "done");
+        child.succeeds().await;
+    }
+
+    let log = EmbeddedLog::open(dir.path()).expect("open");
+    let topic = log
+        .topic(&stream, TOPIC)
+        .await
+        .expect("topic")
+        .expect("the children created the topic");
+    let records = read_all(&log, &topic, 0).await;
+    assert_eq!(
+        records.len(),
+        processes * per_process,
+        "every record is there once"
+    );
+    let mut next: BTreeMap<String, usize> = BTreeMap::new();
+    for (offset, r) in records.iter().enumerate() {
+        assert_eq!(r.position.offset, offset as u64, "offsets are contiguous");
+        let text = String::from_utf8(r.payload.clone()).expect("utf-8");
+        let (tag, n) = text.split_once(':').expect("tag:n");
+        let expected = next.entry(tag.to_owned()).or_default();
+        assert_eq!(
+            n.parse::<usize>().expect("n"),
+            *expected,
+            "{tag}'s records keep their order"
+        );
+        *expected += 1;
+    }
+    assert!(next.values().all(|&n| n == per_process));
+    assert!(
+        log.last_offset(&topic, 1)
+            .await
+            .expect("last_offset")
+            .is_none()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_loses_no_acknowledged_record() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let stream = support::unique_stream("crash");
+    let mut appender = Child::spawn(CHILD, "crash-appender", dir.path(), &stream, "");
+    let mut acknowledged = None;
+    while acknowledged.is_none_or(|seq| seq < 300) {
+        let line = appender.line().await;
+        acknowledged = Some(
+            line.strip_prefix("ack ")
+                .expect("an ack")
+                .parse::<u64>()
+                .expect("seq"),
+        );
+    }
+    appender.kill().await;
+    for line in appender.remaining_lines().await {
+        acknowledged = Some(
+            line.strip_prefix("ack ")
+                .expect("an ack")
+                .parse()
+                .expect("seq"),
+        );
+    }
+    let acknowledged = acknowledged.expect("acks");
+
+    let log = EmbeddedLog::open(dir.path()).expect("reopen after the crash");
+    let topic = log
+        .topic(&stream, TOPIC)
+        .await
+        .expect("topic")
+        .expect("topic exists");
+    let records = read_all(&log, &topic, 0).await;
+    assert!(
+        records.len() as u64 > acknowledged,
+        "{} records survived, but {acknowledged} was acknowledged",
+        records.len()
+    );
+    for (seq, r) in records.iter().enumerate() {
+        assert_eq!(r.position.offset, seq as u64);
+        assert!(
+            r.payload == crash_payload(seq as u64),
+            "record {seq} is intact"
+        );
+    }
+    // The log takes appends again after the crash.
+    log.append(&topic, 0, vec![record("after")])
+        .await
+        .expect("append after the crash");
+    assert_eq!(
+        log.last_offset(&topic, 0).await.expect("last_offset"),
+        Some(records.len() as u64)
+    );
+}
+
+/// The partitions in the child's next ownership report ("owns 0,1").
+async fn owned_by(child: &mut Child) -> BTreeSet<u32> {
+    let line = child.line().await;
+    let list = line.strip_prefix("owns ").expect("an ownership report");
+    list.split(',')
+        .filter(|s| !s.is_empty())
+        .map(|p| p.parse().expect("partition"))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_member_process_loses_its_partitions_to_the_other() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let stream = support::unique_stream("members");
+    let all: BTreeSet<u32> = (0..4).collect();
+    let mut first = Child::spawn(CHILD, "member", dir.path(), &stream, "");
+    assert_eq!(
+        owned_by(&mut first).await,
+        all,
+        "a lone member owns every partition"
+    );
+    let mut second = Child::spawn(CHILD, "member", dir.path(), &stream, "");
+
+    // Both report every change; follow them until the split is visible.
+    let (mut a, mut b) = (all.clone(), BTreeSet::new());
+    let split = |a: &BTreeSet<u32>, b: &BTreeSet<u32>| {
+        !a.is_empty()
+            && !b.is_empty()
+            && a.is_disjoint(b)
+            && a.union(b).copied().collect::<BTreeSet<_>>() == all
+    };
+    while !split(&a, &b) {
+        tokio::select! {
+            owned = owned_by(&mut first) => a = owned,
+            owned = owned_by(&mut second) => b = owned,
+        }
+    }
+
+    second.kill().await;
+    while a != all {
+        a = owned_by(&mut first).await;
+    }
+    first.kill().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poll_waiting_in_one_process_sees_an_append_from_another() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let stream = support::unique_stream("reader");
+    let log = EmbeddedLog::open(dir.path()).expect("open");
+    let topic = log
+        .ensure_topic(&stream, TOPIC, 1)
+        .await
+        .expect("ensure_topic");
+    let mut reader = Child::spawn(CHILD, "reader", dir.path(), &stream, "");
+    assert_eq!(reader.line().await, "waiting");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    log.append(&topic, 0, vec![record("hello")])
+        .await
+        .expect("append");
+    assert_eq!(reader.line().await, "got hello");
+    reader.succeeds().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handles_on_one_directory_wake_each_other() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let first: SharedLog = Arc::new(EmbeddedLog::open(dir.path()).expect("open"));
+    let second: SharedLog = Arc::new(EmbeddedLog::open(dir.path()).expect("open again"));
+    let topic = first.ensure_topic("s", "t", 1).await.expect("ensure_topic");
+    assert_eq!(
+        second.topic("s", "t").await.expect("topic"),
+        Some(topic.clone())
+    );
+    let poller = {
+        let (log, topic) = (first.clone(), topic.clone());
+        tokio::spawn(async move { log.poll(&topic, 0, 0, 10, Duration::from_secs(30)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    second
+        .append(&topic, 0, vec![record("across handles")])
+        .await
+        .expect("append");
+    assert_eq!(
+        texts(&poller.await.expect("task").expect("poll")),
+        ["across handles"]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ids_count_from_one_and_describe_names_the_directory() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let log =
+        EmbeddedLog::open(&dir.path().join("nested/dir")).expect("open creates the directory");
+    assert_eq!(
+        log.describe(),
+        format!("embedded:{}", dir.path().join("nested/dir").display())
+    );
+    let a = log.ensure_topic("s1", "a", 1).await.expect("ensure_topic");
+    let b = log.ensure_topic("s1", "b", 1).await.expect("ensure_topic");
+    let c = log.ensure_topic("s2", "a", 1).await.expect("ensure_topic");
+    assert_eq!((a.stream_id, a.topic_id), (1, 1));
+    assert_eq!((b.stream_id, b.topic_id), (1, 2));
+    assert_eq!((c.stream_id, c.topic_id), (2, 1));
+    let zero = log.ensure_topic("s1", "z", 0).await;
+    assert!(matches!(zero, Err(LogError::InvalidInput(_))), "{zero:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_record_is_reported_never_returned() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let log = EmbeddedLog::open(dir.path()).expect("open");
+    let topic = log.ensure_topic("s", "t", 1).await.expect("ensure_topic");
+    log.append(&topic, 0, (0..4).map(|n| record(format!("r{n}"))).collect())
+        .await
+        .expect("append");
+
+    // Flip the payload of offset 1 and the headers of offset 2 behind the log's back.
+    let db = rusqlite::Connection::open(dir.path().join("log.sqlite3")).expect("open the database");
+    db.execute("UPDATE records SET payload = x'7231ff' WHERE off = 1", [])
+        .expect("damage a payload");
+    db.execute("UPDATE records SET headers = x'05' WHERE off = 2", [])
+        .expect("damage headers");
+    drop(db);
+
+    let before = log
+        .poll(&topic, 0, 0, 10, Duration::ZERO)
+        .await
+        .expect("records before the damage");
+    assert_eq!(texts(&before), ["r0"]);
+    for offset in [1, 2] {
+        match log.poll(&topic, 0, offset, 10, Duration::ZERO).await {
+            Err(LogError::Corrupt { position, .. }) => {
+                assert_eq!(position, topic.position(0, offset))
+            }
+            other => panic!("damaged record {offset}: {other:?}"),
+        }
+    }
+    let after = log
+        .poll(&topic, 0, 3, 10, Duration::ZERO)
+        .await
+        .expect("records after the damage");
+    assert_eq!(texts(&after), ["r3"]);
+    assert!(
+        !LogError::Corrupt {
+            position: topic.position(0, 1),
+            reason: String::new()
+        }
+        .is_retryable()
+    );
+}
+
+#[tokio::test]
+async fn another_programs_database_is_refused() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = rusqlite::Connection::open(dir.path().join("log.sqlite3")).expect("create a database");
+    db.execute("CREATE TABLE mine (x)", [])
+        .expect("create a table");
+    drop(db);
+    match EmbeddedLog::open(dir.path()) {
+        Err(LogError::Incompatible { .. }) => {}
+        Err(other) => panic!("wrong error: {other}"),
+        Ok(_) => panic!("opened another program's database"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_member_keeps_its_partitions_until_its_lease_expires() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let log = EmbeddedLog::open(dir.path()).expect("open");
+    let topic = log.ensure_topic("s", "t", 2).await.expect("ensure_topic");
+    let gone = log.join_group(&topic, "g").await.expect("join");
+    assert_eq!(gone.assigned().await.expect("assigned"), [0, 1]);
+    drop(gone);
+    let heir = log.join_group(&topic, "g").await.expect("join");
+    assert_eq!(
+        heir.assigned().await.expect("assigned"),
+        Vec::<u32>::new(),
+        "a fresh lease still holds them"
+    );
+    eventually("the expired lease to free the partitions", || async {
+        (heir.assigned().await.expect("assigned") == [0, 1]).then_some(())
+    })
+    .await;
+}

@@ -1,0 +1,172 @@
+//! The embedded backend for the tests, and child processes for the tests
+//! that need several processes on one log directory.
+//!
+//! A multi-process test starts copies of its own test binary
+//! (`std::env::current_exe()`) that run just one test, `child`, marked
+//! `#[ignore]` so a normal run skips it. The role the child plays and its
+//! arguments come in environment variables; without them `child` does
+//! nothing, so `--include-ignored` runs stay harmless. This keeps the child
+//! code next to the test that uses it, needs no extra binary and no hidden
+//! command in the agdx CLI. A child reports to its parent through stdout
+//! lines starting with `@` (libtest's own output is ignored), and exits when
+//! its stdin closes, so no child outlives its parent.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+
+use agdx::log::SharedLog;
+use agdx::log::embedded::EmbeddedLog;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::sync::mpsc;
+
+use super::{Opened, PATIENCE, Reopen, TestLog};
+
+/// An embedded log in a fresh temporary directory.
+pub fn embedded_log() -> TestLog {
+    let dir = tempfile::tempdir().expect("create a temporary directory");
+    let path = dir.path().join("log");
+    let log: SharedLog = Arc::new(EmbeddedLog::open(&path).expect("open the embedded log"));
+    let reopen: Reopen = Arc::new(move || {
+        let path = path.clone();
+        Box::pin(async move {
+            let log: SharedLog =
+                Arc::new(EmbeddedLog::open(&path).expect("reopen the embedded log"));
+            Opened::new(log, ())
+        })
+    });
+    TestLog::new("embedded", log, reopen, dir)
+}
+
+/// Environment variable naming the role a child process plays.
+const CHILD_ROLE: &str = "AGDX_TEST_CHILD";
+/// Environment variable with the child's log directory.
+const CHILD_DIR: &str = "AGDX_TEST_LOG_DIR";
+/// Environment variable with the child's stream name.
+const CHILD_STREAM: &str = "AGDX_TEST_STREAM";
+/// Environment variable with the role's own argument.
+const CHILD_ARG: &str = "AGDX_TEST_ARG";
+
+/// What a child process was asked to do.
+pub struct ChildTask {
+    pub role: String,
+    pub dir: PathBuf,
+    pub stream: String,
+    pub arg: String,
+}
+
+impl ChildTask {
+    /// The task of this process when it is a child, `None` otherwise.
+    pub fn from_env() -> Option<ChildTask> {
+        let role = std::env::var(CHILD_ROLE).ok()?;
+        let var = |name: &str| {
+            std::env::var(name).unwrap_or_else(|_| panic!("child process without {name}"))
+        };
+        let task = ChildTask {
+            role,
+            dir: var(CHILD_DIR).into(),
+            stream: var(CHILD_STREAM),
+            arg: var(CHILD_ARG),
+        };
+        // The parent holds our stdin open; when it goes away, so do we.
+        std::thread::spawn(|| {
+            let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
+            std::process::exit(0);
+        });
+        Some(task)
+    }
+
+    /// Opens the log directory.
+    pub fn open(&self) -> SharedLog {
+        Arc::new(EmbeddedLog::open(&self.dir).expect("child: open the embedded log"))
+    }
+}
+
+/// Reports a line to the parent.
+pub fn report(line: &str) {
+    println!("@{line}");
+}
+
+/// A running child process and the lines it reported.
+pub struct Child {
+    process: tokio::process::Child,
+    lines: mpsc::UnboundedReceiver<String>,
+}
+
+impl Child {
+    /// Starts this test binary's `child_test` as a child playing `role`.
+    pub fn spawn(child_test: &str, role: &str, dir: &Path, stream: &str, arg: &str) -> Child {
+        let exe = std::env::current_exe().expect("the test binary's path");
+        let mut process = tokio::process::Command::new(exe)
+            .args([
+                "--exact",
+                child_test,
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+                "-q",
+            ])
+            .env(CHILD_ROLE, role)
+            .env(CHILD_DIR, dir)
+            .env(CHILD_STREAM, stream)
+            .env(CHILD_ARG, arg)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start a child process");
+        let stdout = process.stdout.take().expect("the child's stdout");
+        let (sender, lines) = mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            let mut reader = BufReader::new(stdout).lines();
+            while let Ok(Some(line)) = reader.next_line().await {
+                if let Some(report) = line.strip_prefix('@') {
+                    if sender.send(report.to_owned()).is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+        Child { process, lines }
+    }
+
+    /// The next reported line; `None` once the child has exited and every
+    /// line was read. Fails the test when nothing comes within [`PATIENCE`].
+    pub async fn next_line(&mut self) -> Option<String> {
+        tokio::time::timeout(PATIENCE, self.lines.recv())
+            .await
+            .expect("a child process went silent")
+    }
+
+    /// The next reported line, which must exist.
+    pub async fn line(&mut self) -> String {
+        self.next_line()
+            .await
+            .expect("a child process exited early")
+    }
+
+    /// Kills the child with SIGKILL and waits for it to be gone.
+    pub async fn kill(&mut self) {
+        self.process.start_kill().expect("kill the child process");
+        self.process.wait().await.expect("reap the child process");
+    }
+
+    /// Every line the child reports until its stdout closes.
+    pub async fn remaining_lines(&mut self) -> Vec<String> {
+        let mut lines = Vec::new();
+        while let Some(line) = self.next_line().await {
+            lines.push(line);
+        }
+        lines
+    }
+
+    /// Waits for the child to exit and checks that it succeeded.
+    pub async fn succeeds(&mut self) {
+        let status = tokio::time::timeout(PATIENCE * 3, self.process.wait())
+            .await
+            .expect("a child process did not finish")
+            .expect("wait for a child process");
+        assert!(status.success(), "a child process failed: {status}");
+    }
+}

@@ -1,0 +1,189 @@
+//! The log conformance harness: every check runs against every backend
+//! available here.
+//!
+//! The embedded log (in a fresh temporary directory) is always available;
+//! Apache Iggy is added when [`iggy::iggy_log`] finds a server, and when it
+//! does not, the harness prints one line, `iggy: skipped: <reason>`, and
+//! goes on with the embedded log alone. Every check gets a stream name of its
+//! own, so runs against a shared Iggy server never collide, and a failing
+//! check is reported with the backend it failed on.
+#![allow(
+    dead_code,
+    reason = "each test binary uses its own part of the shared support"
+)]
+
+pub mod embedded;
+pub mod iggy;
+
+use std::any::Any;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use agdx::log::{GroupMember, LogRecord, OutgoingRecord, SharedLog};
+
+/// A log opened anew on the same storage (embedded: the same directory;
+/// Iggy: a new client connection to the same server), with whatever keeps
+/// it alive.
+pub struct Opened {
+    pub log: SharedLog,
+    _keep: Box<dyn Any + Send>,
+}
+
+impl Opened {
+    pub fn new(log: SharedLog, keep: impl Any + Send) -> Self {
+        Opened {
+            log,
+            _keep: Box::new(keep),
+        }
+    }
+}
+
+/// Opens the backend's storage again, as a restarted process would.
+pub type Reopen = Arc<dyn Fn() -> Pin<Box<dyn Future<Output = Opened> + Send>> + Send + Sync>;
+
+/// One backend under test.
+pub struct TestLog {
+    /// `embedded` or `iggy`.
+    pub backend: &'static str,
+    pub log: SharedLog,
+    pub reopen: Reopen,
+    _keep: Box<dyn Any + Send>,
+}
+
+impl TestLog {
+    pub fn new(
+        backend: &'static str,
+        log: SharedLog,
+        reopen: Reopen,
+        keep: impl Any + Send,
+    ) -> Self {
+        TestLog {
+            backend,
+            log,
+            reopen,
+            _keep: Box::new(keep),
+        }
+    }
+}
+
+/// The backends to test: embedded always, Iggy when a server is there.
+pub async fn backends() -> Vec<TestLog> {
+    let mut all = vec![embedded::embedded_log()];
+    match iggy::iggy_log().await {
+        Ok(first) => {
+            let log = first.log.clone();
+            let reopen: Reopen = Arc::new(|| {
+                Box::pin(async {
+                    let again = iggy::iggy_log().await.unwrap_or_else(|reason| {
+                        panic!("cannot reconnect to the Iggy test server: {reason}")
+                    });
+                    Opened::new(again.log.clone(), again)
+                })
+            });
+            all.push(TestLog::new("iggy", log, reopen, first));
+        }
+        Err(reason) => eprintln!("iggy: skipped: {reason}"),
+    }
+    all
+}
+
+/// A stream name no other test run uses: `t-<test>-<ulid>`.
+pub fn unique_stream(test: &str) -> String {
+    format!("t-{test}-{}", ulid::Ulid::new().to_string().to_lowercase())
+}
+
+/// Runs `check` against every backend with a fresh stream name, naming the
+/// backend when it fails.
+pub async fn on_every_backend<F, Fut>(test: &str, check: F)
+where
+    F: Fn(&TestLog, String) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    for backend in backends().await {
+        let run = tokio::spawn(check(&backend, unique_stream(test)));
+        if let Err(error) = run.await {
+            let message = match error.try_into_panic() {
+                Ok(panic) => panic_message(panic),
+                Err(error) => error.to_string(),
+            };
+            panic!(
+                "{test} failed on the {} backend: {message}",
+                backend.backend
+            );
+        }
+    }
+}
+
+fn panic_message(panic: Box<dyn Any + Send>) -> String {
+    match panic.downcast::<String>() {
+        Ok(message) => *message,
+        Err(panic) => match panic.downcast::<&str>() {
+            Ok(message) => (*message).to_owned(),
+            Err(_) => "a panic without a message".to_owned(),
+        },
+    }
+}
+
+/// A record with no headers.
+pub fn record(payload: impl Into<Vec<u8>>) -> OutgoingRecord {
+    OutgoingRecord {
+        headers: Vec::new(),
+        payload: payload.into(),
+    }
+}
+
+/// The payloads of `records` as strings.
+pub fn texts(records: &[LogRecord]) -> Vec<String> {
+    records
+        .iter()
+        .map(|r| String::from_utf8_lossy(&r.payload).into_owned())
+        .collect()
+}
+
+/// How long a test waits for something that should happen within seconds.
+pub const PATIENCE: Duration = Duration::from_secs(20);
+
+/// Calls `probe` every 50 ms until it returns `Some`, failing the test with
+/// `what` after [`PATIENCE`].
+pub async fn eventually<T, Fut>(what: &str, mut probe: impl FnMut() -> Fut) -> T
+where
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        if let Some(value) = probe().await {
+            return value;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "gave up waiting: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The partitions two members own, once they split `partitions` between
+/// them: disjoint, together all of them, both non-empty. (The two answers
+/// are read one after the other, so a partition moving in between may show
+/// up twice for a moment; the wait goes on until the picture is settled.)
+pub async fn wait_for_split(
+    a: &dyn GroupMember,
+    b: &dyn GroupMember,
+    partitions: u32,
+) -> (Vec<u32>, Vec<u32>) {
+    eventually("two members to split the partitions", || async {
+        let owned_a = a.assigned().await.expect("member a: assigned");
+        let owned_b = b.assigned().await.expect("member b: assigned");
+        let disjoint = owned_a.iter().all(|p| !owned_b.contains(p));
+        let mut union: Vec<u32> = owned_a.iter().chain(&owned_b).copied().collect();
+        union.sort_unstable();
+        let split = disjoint
+            && !owned_a.is_empty()
+            && !owned_b.is_empty()
+            && union == (0..partitions).collect::<Vec<_>>();
+        split.then_some((owned_a, owned_b))
+    })
+    .await
+}
