@@ -2,9 +2,12 @@
 //! durable, partitioned log (an embedded local log or Apache Iggy).
 
 mod ask;
+pub mod bench;
 mod blob;
 mod claim_check;
 mod clock;
+mod dlq;
+mod idempotency;
 mod ids;
 pub mod log;
 mod producer;
@@ -12,6 +15,7 @@ mod reassembly;
 mod record;
 mod retry;
 mod topology;
+pub mod worker;
 
 pub use agdx_wire as wire;
 pub use blob::{BlobError, BlobStore, DirBlobStore};
@@ -24,3 +28,5 @@ pub use producer::{ChunkWriter, CommandRequest, Outgoing, ProduceError, Producer
 pub use reassembly::{StreamAssembler, StreamCounters, StreamEnd, StreamEvent};
 pub use ask::{Answer, AskError, Reply, ReplyEvent, ReplyWatch, Requester};
 pub use record::{content_type_of, envelope_of};
+pub use idempotency::{KeyScope, ProcessedKeys, StoreError};
+pub use dlq::{dead_letter, dead_letter_record};

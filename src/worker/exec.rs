@@ -1,0 +1,90 @@
+//! A handler that runs a shell command per request (`agdx worker --exec`).
+
+use std::process::Stdio;
+
+use agdx_wire::ContentType;
+use async_trait::async_trait;
+use tokio::io::AsyncWriteExt;
+use tokio::process::Command;
+
+use super::handler::{Handler, HandlerError, HandlerReply, Request};
+
+/// The exit status that marks a failure as retryable (`EX_TEMPFAIL`).
+pub const EXIT_RETRYABLE: i32 = 75;
+
+/// Runs `sh -c COMMAND` for each request.
+///
+/// The body goes to the command's stdin; the environment carries
+/// `AGDX_OPERATION`, `AGDX_CONVERSATION`, `AGDX_CORRELATION`, `AGDX_RECORD`,
+/// `AGDX_SOURCE` and, when present, `AGDX_IDEMPOTENCY_KEY`. Exit 0 answers
+/// with stdout as the response body; exit 75 is a retryable failure; any
+/// other exit is a failure that is not retried, with stderr as the message.
+#[derive(Debug, Clone)]
+pub struct ExecHandler {
+    command: String,
+}
+
+impl ExecHandler {
+    /// Runs `command` with `sh -c`.
+    pub fn new(command: impl Into<String>) -> Self {
+        Self { command: command.into() }
+    }
+}
+
+#[async_trait]
+impl Handler for ExecHandler {
+    async fn handle(&self, request: Request) -> Result<HandlerReply, HandlerError> {
+        let e = &request.envelope;
+        let mut command = Command::new("sh");
+        command
+            .arg("-c")
+            .arg(&self.command)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .env("AGDX_OPERATION", e.operation.as_deref().unwrap_or(""))
+            .env("AGDX_CONVERSATION", e.conversation.to_string())
+            .env("AGDX_CORRELATION", e.correlation.map(|c| c.to_string()).unwrap_or_default())
+            .env("AGDX_RECORD", e.record.map(|r| r.to_string()).unwrap_or_default())
+            .env("AGDX_SOURCE", e.source.as_str())
+            .env("AGDX_ATTEMPT", request.attempt.to_string())
+            .env_remove("AGDX_IDEMPOTENCY_KEY");
+        if let Some(key) = &e.idempotency_key {
+            command.env("AGDX_IDEMPOTENCY_KEY", key.as_str());
+        }
+        let mut child = command
+            .spawn()
+            .map_err(|err| HandlerError::retryable(format!("could not start `sh -c {}`: {err}", self.command)))?;
+        if let Some(mut stdin) = child.stdin.take() {
+            // A command that does not read its input closes the pipe early; that is its choice.
+            let _ = stdin.write_all(&request.body).await;
+        }
+        let output = child
+            .wait_with_output()
+            .await
+            .map_err(|err| HandlerError::retryable(format!("waiting for `{}` failed: {err}", self.command)))?;
+        let stderr = String::from_utf8_lossy(&output.stderr).trim().to_owned();
+        match output.status.code() {
+            Some(0) if output.stdout.is_empty() => Err(HandlerError::fatal(format!(
+                "`{}` exited 0 but printed nothing; a response needs a body, so print the answer on stdout",
+                self.command
+            ))),
+            Some(0) => Ok(HandlerReply::Body { body: output.stdout, content_type: ContentType::Raw }),
+            Some(EXIT_RETRYABLE) => Err(HandlerError::retryable(if stderr.is_empty() {
+                format!("`{}` exited {EXIT_RETRYABLE} (try again later)", self.command)
+            } else {
+                stderr
+            })),
+            status => Err(HandlerError::fatal(if stderr.is_empty() {
+                match status {
+                    Some(code) => format!("`{}` exited with status {code}", self.command),
+                    None => format!("`{}` was killed by a signal", self.command),
+                }
+            } else {
+                stderr
+            })
+            .with_code(agdx_wire::ErrorCode::ToolFailure)),
+        }
+    }
+}

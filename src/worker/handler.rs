@@ -1,0 +1,179 @@
+//! What a worker runs for each command: the [`Handler`] trait and its inputs
+//! and outputs.
+
+use std::sync::{Arc, Mutex};
+
+use agdx_wire::{AgentEnvelope, AgentId, ContentType, ErrorBody, ErrorCode, LogPosition, StreamPurpose, TaskState};
+use async_trait::async_trait;
+
+use crate::producer::{ChunkWriter, Outgoing, ProduceError, Producer, ReplyTo};
+
+/// One command (or event) handed to a handler.
+#[derive(Clone)]
+pub struct Request {
+    /// The decoded, validated envelope.
+    pub envelope: AgentEnvelope,
+    /// Where it sits in the log.
+    pub position: LogPosition,
+    /// When the log accepted it, epoch microseconds.
+    pub timestamp_micros: u64,
+    /// The body's codec (`agdx.ct`); the resolved codec is unknown for a
+    /// claim-checked body, which shows as `ref`.
+    pub content_type: ContentType,
+    /// The body, fetched and verified when it was claim-checked.
+    pub body: Vec<u8>,
+    /// Which attempt this is, from 1.
+    pub attempt: u32,
+    pub(crate) producer: Producer,
+    pub(crate) reply_to: Option<ReplyTo>,
+    pub(crate) recorder: Arc<Mutex<Vec<Outgoing>>>,
+}
+
+impl Request {
+    /// The requested operation.
+    pub fn operation(&self) -> Option<&str> {
+        self.envelope.operation.as_deref()
+    }
+
+    /// Who sent it (a claim unless signed).
+    pub fn source(&self) -> &AgentId {
+        &self.envelope.source
+    }
+
+    /// Where replies go; `None` for an event (nobody waits).
+    pub fn reply_to(&self) -> Option<&ReplyTo> {
+        self.reply_to.as_ref()
+    }
+
+    /// Opens a chunk stream answering this command; return
+    /// [`HandlerReply::Streamed`] once it is finished. `None` for an event.
+    pub fn stream(&self, purpose: StreamPurpose, deadline_micros: Option<u64>) -> Option<ChunkWriter> {
+        let to = self.reply_to.as_ref()?;
+        Some(self.producer.stream(to, purpose, deadline_micros).record_into(self.recorder.clone()))
+    }
+
+    /// Publishes where the task stands (`status` `task`). No-op for an event.
+    pub async fn status(&self, state: TaskState) -> Result<(), ProduceError> {
+        match &self.reply_to {
+            Some(to) => self.producer.status_task(to, state).await.map(|_| ()),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether this handler call already published stream chunks.
+    pub(crate) fn streamed(&self) -> Vec<Outgoing> {
+        self.recorder.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+}
+
+/// What a handler answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HandlerReply {
+    /// Reply with a `response` carrying this body (must be non-empty).
+    Body { body: Vec<u8>, content_type: ContentType },
+    /// The handler answered with a chunk stream it finished itself.
+    Streamed,
+    /// No reply (the only sensible answer to an event).
+    Nothing,
+}
+
+impl HandlerReply {
+    /// A raw-bytes response.
+    pub fn raw(body: impl Into<Vec<u8>>) -> Self {
+        HandlerReply::Body { body: body.into(), content_type: ContentType::Raw }
+    }
+    /// A JSON response.
+    pub fn json(body: impl Into<Vec<u8>>) -> Self {
+        HandlerReply::Body { body: body.into(), content_type: ContentType::Json }
+    }
+}
+
+/// A handler's failure.
+///
+/// Retryable failures are tried again with backoff and dead-lettered
+/// `retry_exhausted` when attempts run out; others are dead-lettered
+/// `rejected` at once. Either way the requester gets an `error` reply.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct HandlerError {
+    pub code: ErrorCode,
+    pub message: String,
+    pub retryable: bool,
+}
+
+impl HandlerError {
+    /// A failure that may pass if tried again (code `internal`).
+    pub fn retryable(message: impl Into<String>) -> Self {
+        Self { code: ErrorCode::Internal, message: message.into(), retryable: true }
+    }
+    /// A failure that will not pass by trying again (code `invalid_request`).
+    pub fn fatal(message: impl Into<String>) -> Self {
+        Self { code: ErrorCode::InvalidRequest, message: message.into(), retryable: false }
+    }
+    /// Sets the error code the requester sees.
+    pub fn with_code(mut self, code: ErrorCode) -> Self {
+        self.code = code;
+        self
+    }
+    /// The error body of the reply.
+    pub fn to_body(&self) -> ErrorBody {
+        ErrorBody::new(self.code).with_message(self.message.clone()).retryable(self.retryable)
+    }
+}
+
+/// Handles the commands of one operation (or of all, as a fallback).
+///
+/// ```
+/// use agdx::worker::{Handler, HandlerError, HandlerReply, Request};
+/// struct Upper;
+/// #[async_trait::async_trait]
+/// impl Handler for Upper {
+///     async fn handle(&self, request: Request) -> Result<HandlerReply, HandlerError> {
+///         Ok(HandlerReply::raw(request.body.to_ascii_uppercase()))
+///     }
+/// }
+/// ```
+#[async_trait]
+pub trait Handler: Send + Sync + 'static {
+    /// Handles one command; called again on a retryable failure.
+    async fn handle(&self, request: Request) -> Result<HandlerReply, HandlerError>;
+}
+
+/// Answers every command with its own body.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct EchoHandler;
+
+#[async_trait]
+impl Handler for EchoHandler {
+    async fn handle(&self, request: Request) -> Result<HandlerReply, HandlerError> {
+        Ok(HandlerReply::Body { body: request.body, content_type: request.content_type })
+    }
+}
+
+/// A handler made from an async closure.
+///
+/// ```
+/// use agdx::worker::{HandlerReply, handler_fn};
+/// let shout = handler_fn(|request| async move { Ok(HandlerReply::raw(request.body.to_ascii_uppercase())) });
+/// ```
+pub fn handler_fn<F, Fut>(f: F) -> FnHandler<F>
+where
+    F: Fn(Request) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Result<HandlerReply, HandlerError>> + Send + 'static,
+{
+    FnHandler(f)
+}
+
+/// See [`handler_fn`].
+pub struct FnHandler<F>(F);
+
+#[async_trait]
+impl<F, Fut> Handler for FnHandler<F>
+where
+    F: Fn(Request) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Result<HandlerReply, HandlerError>> + Send + 'static,
+{
+    async fn handle(&self, request: Request) -> Result<HandlerReply, HandlerError> {
+        (self.0)(request).await
+    }
+}

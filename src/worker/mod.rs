@@ -1,0 +1,429 @@
+//! Worker pools: consumer-group members that handle commands and commit
+//! only after the reply is on the log (runtime.md §4).
+//!
+//! A [`Worker`] joins the consumer group of its agent on `agent.commands`.
+//! Each partition it owns is read in order by one task; different partitions
+//! run concurrently, at most `concurrency` at a time. For each record the ten
+//! steps run (decode, must-understand, target, deadline, idempotency,
+//! dispatch, retries, dead letters, reply) and the pool then publishes the
+//! replies and dead-letter capsules and **only then** commits the offset. If
+//! publishing fails nothing is committed and the records are read again.
+//!
+//! ```no_run
+//! # async fn demo(log: agdx::log::SharedLog) -> Result<(), Box<dyn std::error::Error>> {
+//! use agdx::{Producer, TopologyConfig};
+//! use agdx::wire::AgentId;
+//! use agdx::worker::{EchoHandler, Worker, WorkerConfig};
+//! use tokio_util::sync::CancellationToken;
+//!
+//! let topology = TopologyConfig::new("agents").ensure(log.as_ref()).await?;
+//! let producer = Producer::new(log, topology, AgentId::new("echo")?);
+//! let shutdown = CancellationToken::new();
+//! let worker = Worker::new(producer, WorkerConfig::default()).handle("hello", EchoHandler);
+//! worker.run(shutdown).await?; // until shutdown.cancel()
+//! # Ok(()) }
+//! ```
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio::sync::Semaphore;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::claim_check::ClaimCheck;
+use crate::clock::{SharedClock, system_clock};
+use crate::dlq::dead_letter_record;
+use crate::idempotency::{KeyScope, ProcessedKeys, StoreError};
+use crate::log::{DEFAULT_POLL_WAIT, LogError, LogRecord};
+use crate::producer::{Outgoing, ProduceError};
+use crate::retry::RetryPolicy;
+
+mod exec;
+mod handler;
+mod process;
+
+pub use exec::{EXIT_RETRYABLE, ExecHandler};
+pub use handler::{EchoHandler, FnHandler, Handler, HandlerError, HandlerReply, Request, handler_fn};
+use process::{Disposition, Handlers, Outcome, Processor};
+
+/// How a worker pool behaves.
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    /// Consumer group; `None` uses the agent's name, so every process of one
+    /// agent shares the work.
+    pub group: Option<String>,
+    /// Partitions handled at the same time.
+    pub concurrency: usize,
+    /// Retries of retryable handler failures.
+    pub retry: RetryPolicy,
+    /// Records read per poll.
+    pub poll_batch: u32,
+    /// Replies of consecutive fast records are published together for at
+    /// most this long before the offset is committed.
+    pub flush_interval: Duration,
+    /// Feature bits this worker implements (`must_understand`).
+    pub understood_features: u64,
+    /// Directory of the processed-key store; `None` disables idempotency.
+    pub state_dir: Option<PathBuf>,
+    /// How often group membership is checked for moved partitions.
+    pub rebalance_every: Duration,
+}
+
+impl Default for WorkerConfig {
+    fn default() -> Self {
+        Self {
+            group: None,
+            concurrency: 8,
+            retry: RetryPolicy::default(),
+            poll_batch: 256,
+            flush_interval: Duration::from_millis(5),
+            understood_features: 0,
+            state_dir: None,
+            rebalance_every: Duration::from_millis(250),
+        }
+    }
+}
+
+/// Why a worker pool stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    /// The log failed in a way the pool cannot ride out.
+    #[error(transparent)]
+    Log(#[from] LogError),
+    /// The processed-key store could not be opened.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl WorkerError {
+    /// Whether starting the pool again may succeed.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            WorkerError::Log(e) => e.is_retryable(),
+            WorkerError::Store(e) => e.is_retryable(),
+        }
+    }
+}
+
+/// Counters of a running pool.
+#[derive(Debug, Default)]
+pub struct WorkerStats {
+    /// Handler ran and succeeded.
+    pub handled: AtomicU64,
+    /// Stored replies published again for a processed key.
+    pub deduplicated: AtomicU64,
+    /// Not addressed to this agent or nothing to do.
+    pub skipped: AtomicU64,
+    /// Answered `unsupported` (no handler).
+    pub unsupported: AtomicU64,
+    /// Dead-lettered.
+    pub dead_lettered: AtomicU64,
+    /// Offsets committed (one per flushed batch).
+    pub commits: AtomicU64,
+    /// Records whose processing was followed by a commit.
+    pub committed_records: AtomicU64,
+}
+
+impl WorkerStats {
+    fn count(&self, disposition: Disposition) {
+        let counter = match disposition {
+            Disposition::Handled => &self.handled,
+            Disposition::Deduplicated => &self.deduplicated,
+            Disposition::Skipped => &self.skipped,
+            Disposition::Unsupported => &self.unsupported,
+            Disposition::DeadLettered => &self.dead_lettered,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// A worker pool member for one agent: handlers by operation, plus the
+/// consumer-group machinery.
+pub struct Worker {
+    producer: crate::producer::Producer,
+    config: WorkerConfig,
+    handlers: Handlers,
+    clock: SharedClock,
+    claim_check: Option<ClaimCheck>,
+    stats: Arc<WorkerStats>,
+}
+
+impl Worker {
+    /// A worker answering as the producer's source agent.
+    pub fn new(producer: crate::producer::Producer, config: WorkerConfig) -> Self {
+        let claim_check = producer.claim_check().cloned();
+        Self { producer, config, handlers: Handlers::default(), clock: system_clock(), claim_check, stats: Arc::default() }
+    }
+
+    /// Handles `operation` with `handler`.
+    pub fn handle(mut self, operation: impl Into<String>, handler: impl Handler) -> Self {
+        self.handlers.by_operation.insert(operation.into(), Arc::new(handler));
+        self
+    }
+
+    /// Handles every operation without a handler of its own (and commands
+    /// without an operation).
+    pub fn fallback(mut self, handler: impl Handler) -> Self {
+        self.handlers.fallback = Some(Arc::new(handler));
+        self
+    }
+
+    /// Reads the time (deadlines) from `clock`.
+    pub fn with_clock(mut self, clock: SharedClock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The pool's counters, readable while it runs.
+    pub fn stats(&self) -> Arc<WorkerStats> {
+        self.stats.clone()
+    }
+
+    /// Runs until `shutdown` is cancelled, then stops polling, finishes and
+    /// commits the records in hand, and leaves the group.
+    pub async fn run(self, shutdown: CancellationToken) -> Result<(), WorkerError> {
+        let agent = self.producer.source().clone();
+        let group = self.config.group.clone().unwrap_or_else(|| agent.to_string());
+        let store = match &self.config.state_dir {
+            Some(dir) => Some(ProcessedKeys::open(dir)?),
+            None => None,
+        };
+        let processor = Arc::new(Processor {
+            agent: agent.clone(),
+            producer: self.producer.clone(),
+            handlers: self.handlers,
+            store,
+            clock: self.clock,
+            retry: self.config.retry,
+            understood_features: self.config.understood_features,
+            claim_check: self.claim_check,
+        });
+        let log = self.producer.log().clone();
+        let commands = self.producer.topology().commands.clone();
+        let member = log.join_group(&commands, &group).await?;
+        tracing::info!(agent = %agent, group = %group, member = %member.member_id(), log = %log.describe(), "worker joined its group");
+        let ctx = Arc::new(PartitionContext {
+            processor,
+            group,
+            config: self.config.clone(),
+            permits: Arc::new(Semaphore::new(self.config.concurrency.max(1))),
+            stats: self.stats.clone(),
+        });
+        let mut running: HashMap<u32, (CancellationToken, JoinHandle<()>)> = HashMap::new();
+        let mut tick = tokio::time::interval(self.config.rebalance_every);
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = tick.tick() => {}
+            }
+            let assigned = match member.assigned().await {
+                Ok(assigned) => assigned,
+                Err(error) => {
+                    tracing::warn!(%error, "could not read the group assignment; keeping the current partitions");
+                    continue;
+                }
+            };
+            for (partition, (cancel, _)) in &running {
+                if !assigned.contains(partition) {
+                    tracing::info!(partition, "partition moved to another member");
+                    cancel.cancel();
+                }
+            }
+            running.retain(|_, (_, task)| !task.is_finished());
+            for partition in assigned {
+                if running.contains_key(&partition) {
+                    continue;
+                }
+                tracing::info!(partition, "partition assigned");
+                let cancel = shutdown.child_token();
+                let task = tokio::spawn(partition_loop(ctx.clone(), partition, cancel.clone()));
+                running.insert(partition, (cancel, task));
+            }
+        }
+        for (_, (cancel, task)) in running {
+            cancel.cancel();
+            if let Err(error) = task.await {
+                tracing::error!(%error, "a partition task failed");
+            }
+        }
+        member.leave().await?;
+        tracing::info!(agent = %agent, "worker left its group");
+        Ok(())
+    }
+}
+
+struct PartitionContext {
+    processor: Arc<Processor>,
+    group: String,
+    config: WorkerConfig,
+    permits: Arc<Semaphore>,
+    stats: Arc<WorkerStats>,
+}
+
+/// Backoff after a failure of the log or the store inside a partition task.
+fn pause(failures: u32) -> Duration {
+    Duration::from_millis(50u64 << failures.min(6))
+}
+
+/// Reads one partition in order until cancelled.
+async fn partition_loop(ctx: Arc<PartitionContext>, partition: u32, cancel: CancellationToken) {
+    let processor = &ctx.processor;
+    let producer = &processor.producer;
+    let log = producer.log().clone();
+    let commands = producer.topology().commands.clone();
+    let responses = producer.topology().responses.clone();
+    let mut failures = 0u32;
+    // The replies to this partition's commands are in the same partition of
+    // `agent.responses` when both topics have the same partition count.
+    let reply_partitions: Vec<u32> =
+        if responses.partitions == commands.partitions { vec![partition] } else { (0..responses.partitions).collect() };
+    if let Some(store) = &processor.store {
+        for &reply_partition in &reply_partitions {
+            loop {
+                match store.rebuild_from(&log, &responses, reply_partition, &processor.agent).await {
+                    Ok(added) => {
+                        if added > 0 {
+                            tracing::info!(partition, added, "processed keys rebuilt from the log");
+                        }
+                        break;
+                    }
+                    Err(error) => {
+                        failures += 1;
+                        tracing::warn!(%error, partition, "rebuilding processed keys failed; retrying");
+                        if sleep_or_cancel(pause(failures), &cancel).await {
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let mut from = loop {
+        match log.committed_offset(&commands, &ctx.group, partition).await {
+            Ok(committed) => break committed.map_or(0, |c| c + 1),
+            Err(error) => {
+                failures += 1;
+                tracing::warn!(%error, partition, "reading the committed offset failed; retrying");
+                if sleep_or_cancel(pause(failures), &cancel).await {
+                    return;
+                }
+            }
+        }
+    };
+    while !cancel.is_cancelled() {
+        let polled = tokio::select! {
+            _ = cancel.cancelled() => break,
+            polled = log.poll(&commands, partition, from, ctx.config.poll_batch, DEFAULT_POLL_WAIT) => polled,
+        };
+        let records = match polled {
+            Ok(records) => records,
+            Err(error) => {
+                failures += 1;
+                tracing::warn!(%error, partition, "polling commands failed; retrying");
+                if sleep_or_cancel(pause(failures), &cancel).await {
+                    break;
+                }
+                continue;
+            }
+        };
+        if records.is_empty() {
+            continue;
+        }
+        let Ok(_permit) = ctx.permits.clone().acquire_owned().await else { break };
+        match handle_batch(&ctx, partition, &records, &mut from).await {
+            Ok(()) => failures = 0,
+            Err(error) => {
+                failures += 1;
+                tracing::warn!(%error, partition, offset = from, "publishing replies or committing failed; the records will be handled again");
+                if sleep_or_cancel(pause(failures), &cancel).await {
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// Sleeps, returning early (with `true`) when cancelled.
+async fn sleep_or_cancel(duration: Duration, cancel: &CancellationToken) -> bool {
+    tokio::select! {
+        _ = cancel.cancelled() => true,
+        _ = tokio::time::sleep(duration) => false,
+    }
+}
+
+/// Why a batch was not committed.
+#[derive(Debug, thiserror::Error)]
+enum BatchError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Produce(#[from] ProduceError),
+    #[error(transparent)]
+    Log(#[from] LogError),
+}
+
+/// Outcomes not yet published, and the offset to commit once they are.
+#[derive(Default)]
+struct Unflushed {
+    replies: Vec<Outgoing>,
+    dead_letters: Vec<agdx_wire::DeadLetter>,
+    processed: HashMap<KeyScope, Vec<Outgoing>>,
+    last_offset: Option<u64>,
+    records: u64,
+    since: Option<Instant>,
+}
+
+/// Handles `records` in order, publishing and committing in flushes.
+async fn handle_batch(ctx: &PartitionContext, partition: u32, records: &[LogRecord], from: &mut u64) -> Result<(), BatchError> {
+    let mut unflushed = Unflushed::default();
+    for record in records {
+        let Outcome { disposition, replies, dead_letter, processed } =
+            ctx.processor.process(record, &unflushed.processed).await?;
+        ctx.stats.count(disposition);
+        unflushed.replies.extend(replies);
+        unflushed.dead_letters.extend(dead_letter);
+        if let Some((scope, replies)) = processed {
+            unflushed.processed.insert(scope, replies);
+        }
+        unflushed.last_offset = Some(record.position.offset);
+        unflushed.records += 1;
+        let since = *unflushed.since.get_or_insert_with(Instant::now);
+        if since.elapsed() >= ctx.config.flush_interval {
+            flush(ctx, partition, std::mem::take(&mut unflushed), from).await?;
+        }
+    }
+    flush(ctx, partition, unflushed, from).await
+}
+
+/// Steps 9 and 10 for a run of records: store processed keys, publish
+/// replies and dead letters, and only then commit.
+async fn flush(ctx: &PartitionContext, partition: u32, unflushed: Unflushed, from: &mut u64) -> Result<(), BatchError> {
+    let Some(last_offset) = unflushed.last_offset else { return Ok(()) };
+    let processor = &ctx.processor;
+    let producer = &processor.producer;
+    let topology = producer.topology();
+    if let Some(store) = &processor.store {
+        store.put_all(unflushed.processed.into_iter().collect()).await?;
+    }
+    if !unflushed.replies.is_empty() {
+        producer.publish(&topology.responses, unflushed.replies).await?;
+    }
+    let mut by_partition: HashMap<u32, Vec<_>> = HashMap::new();
+    for capsule in &unflushed.dead_letters {
+        let (dlq_partition, record) = dead_letter_record(&topology.dlq, capsule);
+        by_partition.entry(dlq_partition).or_default().push(record);
+    }
+    for (dlq_partition, records) in by_partition {
+        producer.log().append(&topology.dlq, dlq_partition, records).await?;
+    }
+    producer.log().store_offset(&topology.commands, &ctx.group, partition, last_offset).await?;
+    ctx.stats.commits.fetch_add(1, Ordering::Relaxed);
+    ctx.stats.committed_records.fetch_add(unflushed.records, Ordering::Relaxed);
+    *from = last_offset + 1;
+    Ok(())
+}

@@ -1,0 +1,297 @@
+//! The ten steps of runtime.md §4 for one record, as a pure decision plus the
+//! handler call. What to publish comes back as an [`Outcome`]; the pool
+//! publishes it and commits.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use agdx_wire::{AgentEnvelope, AgentId, DeadLetter, DeadLetterReason, ErrorBody, ErrorCode, Kind};
+use tracing::Instrument;
+
+use crate::claim_check::ClaimCheck;
+use crate::clock::SharedClock;
+use crate::dlq::dead_letter;
+use crate::idempotency::{KeyScope, ProcessedKeys, StoreError};
+use crate::ids::{new_channel_id, new_record_id};
+use crate::log::LogRecord;
+use crate::producer::{Outgoing, Producer, ReplyTo};
+use crate::record::{content_type_of, envelope_of};
+use crate::retry::RetryPolicy;
+
+use super::handler::{Handler, HandlerReply, Request};
+
+/// What became of one record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Disposition {
+    /// The handler ran and succeeded.
+    Handled,
+    /// A processed idempotency key: the stored reply was published again.
+    Deduplicated,
+    /// Not for this agent, or nothing to do.
+    Skipped,
+    /// No handler for the operation: `unsupported` error.
+    Unsupported,
+    /// Set aside on the dead-letter topic.
+    DeadLettered,
+}
+
+/// What to publish for one record.
+#[derive(Debug)]
+pub(crate) struct Outcome {
+    pub disposition: Disposition,
+    pub replies: Vec<Outgoing>,
+    pub dead_letter: Option<DeadLetter>,
+    pub processed: Option<(KeyScope, Vec<Outgoing>)>,
+}
+
+impl Outcome {
+    fn skipped() -> Self {
+        Self { disposition: Disposition::Skipped, replies: Vec::new(), dead_letter: None, processed: None }
+    }
+}
+
+/// The registered handlers of one agent.
+#[derive(Default, Clone)]
+pub(crate) struct Handlers {
+    pub by_operation: HashMap<String, Arc<dyn Handler>>,
+    pub fallback: Option<Arc<dyn Handler>>,
+}
+
+impl Handlers {
+    fn get(&self, operation: Option<&str>) -> Option<Arc<dyn Handler>> {
+        operation.and_then(|op| self.by_operation.get(op)).or(self.fallback.as_ref()).cloned()
+    }
+
+    /// The handled operations, sorted, for error messages.
+    fn list(&self) -> String {
+        let mut ops: Vec<&str> = self.by_operation.keys().map(String::as_str).collect();
+        ops.sort_unstable();
+        if ops.is_empty() { "nothing".to_owned() } else { ops.join(", ") }
+    }
+}
+
+/// Everything the steps need, shared by the partitions of a pool.
+pub(crate) struct Processor {
+    pub agent: AgentId,
+    pub producer: Producer,
+    pub handlers: Handlers,
+    pub store: Option<ProcessedKeys>,
+    pub clock: SharedClock,
+    pub retry: RetryPolicy,
+    pub understood_features: u64,
+    pub claim_check: Option<ClaimCheck>,
+}
+
+impl Processor {
+    /// Runs the steps for `record`. `pending` holds keys processed earlier in
+    /// the same unflushed batch. Only a failing processed-key store is an
+    /// error (the record is then seen again).
+    pub async fn process(&self, record: &LogRecord, pending: &HashMap<KeyScope, Vec<Outgoing>>) -> Result<Outcome, StoreError> {
+        // 1. decode and validate
+        let envelope = match envelope_of(record) {
+            Ok(envelope) => envelope,
+            Err(error) => {
+                tracing::warn!(position = %record.position, %error, "dead-lettering an undecodable record");
+                return Ok(self.dead(record, DeadLetterReason::DecodeFailed, 1, error.to_string(), None));
+            }
+        };
+        let span = tracing::info_span!(
+            "handle",
+            conversation = %envelope.conversation,
+            correlation = envelope.correlation.map(|c| c.to_string()).unwrap_or_default(),
+            agent = %self.agent,
+            topic = %self.producer.topology().commands.topic,
+            operation = envelope.operation.as_deref().unwrap_or(""),
+            position = %record.position,
+        );
+        self.steps(record, envelope, pending).instrument(span).await
+    }
+
+    async fn steps(&self, record: &LogRecord, envelope: AgentEnvelope, pending: &HashMap<KeyScope, Vec<Outgoing>>) -> Result<Outcome, StoreError> {
+        let reply_to = match envelope.kind {
+            Kind::Command => ReplyTo::for_command(&envelope, Some(record.position)),
+            _ => None,
+        };
+        // 2. features the receiver must understand
+        if envelope.requires_unknown_features(self.understood_features) {
+            let message = format!(
+                "agent '{}' does not implement the features this message requires (must_understand bits {:#x}; it understands {:#x}); send it without those bits or to an agent that has them",
+                self.agent, envelope.must_understand, self.understood_features
+            );
+            let error = ErrorBody::new(ErrorCode::Unsupported).with_message(message.clone());
+            return Ok(self.dead(record, DeadLetterReason::Rejected, 1, message, reply_to.map(|to| (to, error, None))));
+        }
+        // 3. addressed to someone else
+        if envelope.target.as_ref().is_some_and(|t| t != &self.agent) {
+            return Ok(Outcome::skipped());
+        }
+        // 4. the signature gate runs only when a verifier is configured; none is.
+        // 5. deadline
+        let now = self.clock.now_micros();
+        if let Some(deadline) = envelope.deadline_micros.filter(|d| *d < now) {
+            let message = format!(
+                "the deadline passed {} ms before agent '{}' took the message up; send it again with a later deadline",
+                (now - deadline) / 1000,
+                self.agent
+            );
+            let error = ErrorBody::new(ErrorCode::DeadlineExceeded).with_message(message.clone());
+            return Ok(self.dead(record, DeadLetterReason::DeadlineExceeded, 1, message, reply_to.map(|to| (to, error, None))));
+        }
+        if !matches!(envelope.kind, Kind::Command | Kind::Event) {
+            return Ok(Outcome::skipped());
+        }
+        // 6. idempotency key already processed
+        let scope = match (&envelope.idempotency_key, &self.store) {
+            (Some(key), Some(_)) if envelope.kind == Kind::Command => {
+                Some(KeyScope { agent: self.agent.clone(), source: envelope.source.clone(), key: key.clone() })
+            }
+            _ => None,
+        };
+        if let (Some(scope), Some(store), Some(to)) = (&scope, &self.store, &reply_to) {
+            let stored = match pending.get(scope) {
+                Some(replies) => Some(replies.clone()),
+                None => store.get(scope).await?,
+            };
+            if let Some(replies) = stored {
+                tracing::debug!(key = %scope.key, "idempotency key already processed; publishing the stored reply again");
+                return Ok(Outcome {
+                    disposition: Disposition::Deduplicated,
+                    replies: readdress(replies, to),
+                    dead_letter: None,
+                    processed: None,
+                });
+            }
+        }
+        // 7. dispatch by operation
+        let Some(handler) = self.handlers.get(envelope.operation.as_deref()) else {
+            let Some(to) = reply_to else { return Ok(Outcome::skipped()) };
+            let message = match envelope.operation.as_deref() {
+                Some(op) => format!("no handler for operation '{op}' on agent '{}'; it handles: {}", self.agent, self.handlers.list()),
+                None => format!("the command names no operation and agent '{}' has no default handler; it handles: {}", self.agent, self.handlers.list()),
+            };
+            let error = ErrorBody::new(ErrorCode::Unsupported).with_message(message);
+            return Ok(Outcome {
+                disposition: Disposition::Unsupported,
+                replies: vec![self.producer.error_envelope(&to, &error)],
+                dead_letter: None,
+                processed: None,
+            });
+        };
+        let content_type = content_type_of(record);
+        let body = match (content_type, &self.claim_check) {
+            (agdx_wire::ContentType::Ref, Some(check)) => match check.resolve(&envelope.body).await {
+                Ok(body) => body,
+                Err(error) => {
+                    let message = format!("the claim-checked body was not accepted: {error}");
+                    let reply = ErrorBody::new(ErrorCode::InvalidRequest).with_message(message.clone());
+                    return Ok(self.dead(record, DeadLetterReason::Rejected, 1, message, reply_to.map(|to| (to, reply, None))));
+                }
+            },
+            _ => envelope.body.clone(),
+        };
+        // 8. run the handler, retrying retryable failures
+        let recorder = Arc::new(Mutex::new(Vec::new()));
+        let mut request = Request {
+            envelope,
+            position: record.position,
+            timestamp_micros: record.timestamp_micros,
+            content_type,
+            body,
+            attempt: 1,
+            producer: self.producer.clone(),
+            reply_to: reply_to.clone(),
+            recorder,
+        };
+        let result = loop {
+            match handler.handle(request.clone()).await {
+                Ok(reply) => break Ok(reply),
+                // A retry after chunks went out would start a second stream the
+                // reader has no use for; such a failure is final.
+                Err(error) if error.retryable && self.retry.should_retry(request.attempt) && request.streamed().is_empty() => {
+                    let delay = self.retry.delay_after(request.attempt, rand::random::<f64>());
+                    tracing::info!(attempt = request.attempt, ?delay, %error, "retryable failure; trying again");
+                    tokio::time::sleep(delay).await;
+                    request.attempt += 1;
+                }
+                Err(error) => break Err(error),
+            }
+        };
+        let streamed = request.streamed();
+        match result {
+            Err(error) => {
+                let reason = if error.retryable { DeadLetterReason::RetryExhausted } else { DeadLetterReason::Rejected };
+                let open_stream = open_stream_end(&streamed);
+                let detail = format!("handler failed after {} attempt(s): {}", request.attempt, error.message);
+                Ok(self.dead(record, reason, request.attempt, detail, reply_to.map(|to| (to, error.to_body(), open_stream))))
+            }
+            Ok(reply) => {
+                // 9. the reply (published by the pool, which then commits: step 10)
+                let mut replies = Vec::new();
+                if let (HandlerReply::Body { body, content_type }, Some(to)) = (reply, &reply_to) {
+                    replies.push(self.producer.response_envelope(to, body, content_type));
+                }
+                let processed = scope.map(|scope| (scope, streamed.into_iter().chain(replies.iter().cloned()).collect()));
+                Ok(Outcome { disposition: Disposition::Handled, replies, dead_letter: None, processed })
+            }
+        }
+    }
+
+    /// A dead letter for `record`, with an `error` reply when someone waits
+    /// (ending an open stream when the handler had started one).
+    fn dead(
+        &self,
+        record: &LogRecord,
+        reason: DeadLetterReason,
+        attempts: u32,
+        detail: String,
+        reply: Option<(ReplyTo, ErrorBody, Option<(agdx_wire::ChannelId, u64)>)>,
+    ) -> Outcome {
+        let replies = reply
+            .map(|(to, error, stream)| {
+                let mut outgoing = self.producer.error_envelope(&to, &error);
+                if let Some((channel, sequence)) = stream {
+                    outgoing.envelope = outgoing.envelope.with_stream_terminal(channel, sequence);
+                }
+                vec![outgoing]
+            })
+            .unwrap_or_default();
+        Outcome {
+            disposition: Disposition::DeadLettered,
+            replies,
+            dead_letter: Some(dead_letter(record.position, reason, attempts, detail, record.payload.clone())),
+            processed: None,
+        }
+    }
+}
+
+/// The channel and next sequence of a stream that was opened but not ended.
+fn open_stream_end(streamed: &[Outgoing]) -> Option<(agdx_wire::ChannelId, u64)> {
+    let last = streamed.last()?;
+    let channel = last.envelope.channel?;
+    let ended = last.envelope.last || last.envelope.kind == Kind::Error;
+    (!ended).then(|| (channel, last.envelope.sequence.map_or(0, |s| s + 1)))
+}
+
+/// Stored replies addressed to a new command: its conversation, correlation,
+/// cause and source; fresh record and channel ids.
+fn readdress(stored: Vec<Outgoing>, to: &ReplyTo) -> Vec<Outgoing> {
+    let mut channels = HashMap::new();
+    stored
+        .into_iter()
+        .map(|mut outgoing| {
+            let e = &mut outgoing.envelope;
+            e.conversation = to.conversation;
+            e.correlation = Some(to.correlation);
+            e.cause = to.cause;
+            e.cause_at = to.cause_at;
+            e.target = Some(to.target.clone());
+            if e.record.is_some() {
+                e.record = Some(new_record_id());
+            }
+            if let Some(channel) = e.channel {
+                e.channel = Some(*channels.entry(channel).or_insert_with(new_channel_id));
+            }
+            outgoing
+        })
+        .collect()
+}
