@@ -199,6 +199,7 @@ impl Requester {
             target,
             operation,
             correlation,
+            sent_at: Instant::now(),
             clock: self.clock.clone(),
             producer: self.producer.clone(),
             stream: None,
@@ -292,6 +293,7 @@ pub struct ReplyWatch {
     target: String,
     operation: String,
     correlation: CorrelationId,
+    sent_at: Instant,
     clock: SharedClock,
     producer: Producer,
     stream: Option<StreamAssembler>,
@@ -327,35 +329,34 @@ impl ReplyWatch {
             if !self.pending.is_empty() {
                 return Ok(self.pending.remove(0));
             }
-            let started = Instant::now();
             if self.ended {
-                return Err(self.timeout(Duration::ZERO));
+                return Err(self.timeout());
             }
             // Wake at the stream's abandonment deadline even when nothing arrives.
             let wake = self.abandon_instant().map_or(deadline, |at| at.min(deadline));
             let received = tokio::time::timeout_at(wake, self.rx.recv()).await;
             match received {
                 Ok(Some((envelope, record))) => self.apply(envelope, record).await?,
-                Ok(None) => return Err(self.timeout(started.elapsed())),
+                Ok(None) => return Err(self.timeout()),
                 Err(_) => {
                     if let Some(event) = self.stream.as_mut().and_then(|s| s.tick(self.clock.now_micros())) {
                         self.ended = true;
                         return Ok(stream_event(event));
                     }
                     if Instant::now() >= deadline {
-                        return Err(self.timeout(started.elapsed()));
+                        return Err(self.timeout());
                     }
                 }
             }
         }
     }
 
-    fn timeout(&self, waited: Duration) -> AskError {
+    fn timeout(&self) -> AskError {
         AskError::Timeout {
             target: self.target.clone(),
             operation: self.operation.clone(),
             correlation: self.correlation,
-            waited,
+            waited: Duration::from_millis(self.sent_at.elapsed().as_millis().try_into().unwrap_or(u64::MAX)),
         }
     }
 

@@ -7,6 +7,11 @@ use clap::Parser;
 mod cli;
 
 fn main() -> ExitCode {
-    let args = cli::Cli::parse();
-    cli::run(args)
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("AGDX_LOG_LEVEL").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    cli::run(cli::Cli::parse())
 }

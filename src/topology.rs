@@ -61,7 +61,7 @@ impl TopologyConfig {
     }
 
     /// The five topic names in the order of runtime.md §2.
-    fn names(&self) -> [&str; 5] {
+    pub fn topic_names(&self) -> [&str; 5] {
         let t = &self.topics;
         [&t.commands, &t.responses, &t.registry, &t.dlq, &t.snapshots]
     }
@@ -70,7 +70,7 @@ impl TopologyConfig {
     /// the resolved topics.
     pub async fn ensure(&self, log: &dyn Log) -> Result<Topology, LogError> {
         let mut found = Vec::with_capacity(5);
-        for name in self.names() {
+        for name in self.topic_names() {
             found.push(log.ensure_topic(&self.stream, name, self.partitions).await?);
         }
         Ok(Topology::from_vec(found))
@@ -80,7 +80,7 @@ impl TopologyConfig {
     /// topic is [`LogError::NoSuchTopic`] (its message says to run `agdx init`).
     pub async fn resolve(&self, log: &dyn Log) -> Result<Topology, LogError> {
         let mut found = Vec::with_capacity(5);
-        for name in self.names() {
+        for name in self.topic_names() {
             let topic = log.topic(&self.stream, name).await?.ok_or_else(|| LogError::NoSuchTopic {
                 stream: self.stream.clone(),
                 topic: name.to_owned(),

@@ -5,20 +5,29 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod ask;
+mod context;
+mod examples;
+mod init;
+mod send;
 mod wire;
+mod worker;
+
+use context::{Global, block_on};
 
 /// AGDX: agents and services exchanging typed CBOR envelopes over a durable,
-/// partitioned log. Without --log it uses the embedded log in ./.agdx.
+/// partitioned log. Without --log it uses the embedded log in ./.agdx, so
+/// nothing needs to be set up: run `agdx examples` to see sessions to copy.
 #[derive(Debug, Parser)]
 #[command(name = "agdx", version, about, long_about = None, propagate_version = true)]
 pub struct Cli {
     /// Which log to use: `embedded:PATH` (a local directory, the default) or
     /// `iggy://USER:PASSWORD@HOST:PORT` (an Apache Iggy server).
-    #[arg(long, global = true, env = "AGDX_LOG", default_value = "embedded:.agdx")]
+    #[arg(long, global = true, env = "AGDX_LOG", default_value = agdx::log::DEFAULT_LOG)]
     pub log: String,
 
     /// The stream that holds the agent topics.
-    #[arg(long, global = true, env = "AGDX_STREAM", default_value = "agents")]
+    #[arg(long, global = true, env = "AGDX_STREAM", default_value = agdx::DEFAULT_STREAM)]
     pub stream: String,
 
     #[command(subcommand)]
@@ -27,6 +36,16 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Send a command to an agent and print its reply (exit 3 on an error reply, 4 on timeout).
+    Ask(ask::AskArgs),
+    /// Publish commands without waiting for replies.
+    Send(send::SendArgs),
+    /// Run a worker that answers an agent's commands.
+    Worker(worker::WorkerArgs),
+    /// Create the stream and agent topics (idempotent) and show them.
+    Init(init::InitArgs),
+    /// Print annotated example sessions to copy.
+    Examples,
     /// Check, decode and encode AGDX wire payloads (envelopes and capsules).
     #[command(subcommand)]
     Wire(wire::WireCommand),
@@ -34,7 +53,16 @@ pub enum Command {
 
 /// Runs the parsed command line and returns the process exit code.
 pub fn run(cli: Cli) -> ExitCode {
+    let global = Global { log: cli.log, stream: cli.stream };
     match cli.command {
+        Command::Ask(args) => block_on(ask::run(&global, args)),
+        Command::Send(args) => block_on(send::run(&global, args)),
+        Command::Worker(args) => block_on(worker::run(&global, args)),
+        Command::Init(args) => block_on(init::run(&global, args)),
+        Command::Examples => {
+            examples::run();
+            ExitCode::SUCCESS
+        }
         Command::Wire(cmd) => wire::run(cmd),
     }
 }

@@ -177,3 +177,11 @@ where
         (self.0)(request).await
     }
 }
+
+/// A shared handler serves several operations.
+#[async_trait]
+impl<H: Handler + ?Sized> Handler for std::sync::Arc<H> {
+    async fn handle(&self, request: Request) -> Result<HandlerReply, HandlerError> {
+        (**self).handle(request).await
+    }
+}

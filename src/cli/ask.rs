@@ -1,0 +1,83 @@
+//! `agdx ask`: send a command and print the reply.
+
+use std::io::Write;
+use std::time::Duration;
+
+use clap::Args;
+
+use agdx::{AskError, Producer, ReplyEvent, Requester, StreamEnd};
+
+use super::context::{EXIT_REMOTE_ERROR, EXIT_TIMEOUT, Failure, Global, parse_duration};
+use super::send::CommandArgs;
+
+/// Sends a command and waits for the reply.
+///
+/// Prints the response body on stdout and exits 0. A streamed reply is
+/// printed chunk by chunk as it arrives. An error reply prints
+/// `error <code>: <message>` on stderr and exits 3; no reply in time exits 4.
+#[derive(Debug, Args)]
+pub struct AskArgs {
+    #[command(flatten)]
+    pub command: CommandArgs,
+
+    /// How long to wait for the reply (e.g. 30s, 2m).
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+    pub timeout: Duration,
+}
+
+pub async fn run(global: &Global, args: AskArgs) -> Result<(), Failure> {
+    let (log, topology) = global.topology().await?;
+    let producer = Producer::new(log, topology, args.command.source.clone()).with_claim_check(global.claim_check(None, None));
+    let requester = Requester::new(producer);
+    let request = args.command.request()?;
+    let deadline = tokio::time::Instant::now() + args.timeout;
+    let mut watch = requester.send(request).await.map_err(ask_failure)?;
+    let mut stdout = std::io::stdout().lock();
+    loop {
+        let event = watch.next_until(deadline).await.map_err(ask_failure)?;
+        match event {
+            ReplyEvent::Status(_) => {}
+            ReplyEvent::Response(reply) => {
+                stdout.write_all(&reply.body)?;
+                finish_line(&mut stdout, &reply.body)?;
+                return Ok(());
+            }
+            ReplyEvent::Error(error) => return Err(ask_failure(AskError::Remote(error))),
+            ReplyEvent::Chunk { body, .. } => {
+                stdout.write_all(&body)?;
+                stdout.flush()?;
+            }
+            ReplyEvent::StreamEnd(StreamEnd::Finished { .. }) => {
+                writeln!(stdout)?;
+                return Ok(());
+            }
+            ReplyEvent::StreamEnd(StreamEnd::Failed(error)) => {
+                writeln!(stdout)?;
+                return Err(ask_failure(AskError::Remote(error)));
+            }
+            ReplyEvent::StreamEnd(end) => {
+                writeln!(stdout)?;
+                return Err(ask_failure(AskError::StreamBroken(end)));
+            }
+        }
+    }
+}
+
+/// Ends the output with a newline unless the body already did.
+fn finish_line(out: &mut impl Write, body: &[u8]) -> std::io::Result<()> {
+    if !body.ends_with(b"\n") {
+        writeln!(out)?;
+    }
+    out.flush()
+}
+
+fn ask_failure(error: AskError) -> Failure {
+    match error {
+        AskError::Remote(body) => Failure::with_code(
+            format!("error {}: {}", body.code.name(), body.message.as_deref().unwrap_or("(no message)")),
+            EXIT_REMOTE_ERROR,
+        ),
+        AskError::Timeout { .. } => Failure::with_code(error, EXIT_TIMEOUT),
+        other => Failure::new(other),
+    }
+}

@@ -1,0 +1,115 @@
+//! What most subcommands share: opening the log and the topology, parsing
+//! durations and agent names, and the exit codes scripts rely on.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use agdx::log::{LogSpec, SharedLog};
+use agdx::{ClaimCheck, DEFAULT_CLAIM_CHECK_THRESHOLD, DirBlobStore, Topology, TopologyConfig};
+
+/// Exit status of a failure that is not one of the specific ones below.
+pub const EXIT_FAILURE: u8 = 1;
+/// `agdx ask`: the agent answered with an error.
+pub const EXIT_REMOTE_ERROR: u8 = 3;
+/// `agdx ask`: no answer in time.
+pub const EXIT_TIMEOUT: u8 = 4;
+
+/// A failure to report on stderr, with the exit status to end with.
+#[derive(Debug)]
+pub struct Failure {
+    pub message: String,
+    pub code: u8,
+}
+
+impl Failure {
+    /// A general failure (exit 1).
+    pub fn new(message: impl std::fmt::Display) -> Self {
+        Self { message: message.to_string(), code: EXIT_FAILURE }
+    }
+    /// A failure with a specific exit status.
+    pub fn with_code(message: impl std::fmt::Display, code: u8) -> Self {
+        Self { message: message.to_string(), code }
+    }
+}
+
+impl<E: std::error::Error> From<E> for Failure {
+    fn from(error: E) -> Self {
+        Failure::new(error)
+    }
+}
+
+/// Prints the failure (if any) and turns the result into an exit code.
+pub fn finish(result: Result<(), Failure>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(failure) => {
+            eprintln!("agdx: {}", failure.message);
+            ExitCode::from(failure.code)
+        }
+    }
+}
+
+/// Runs an async subcommand on a fresh multi-threaded runtime.
+pub fn block_on<F: std::future::Future<Output = Result<(), Failure>>>(future: F) -> ExitCode {
+    match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => finish(runtime.block_on(future)),
+        Err(error) => finish(Err(Failure::new(format!("cannot start the async runtime: {error}")))),
+    }
+}
+
+/// The global options: which log and which stream.
+#[derive(Debug, Clone)]
+pub struct Global {
+    pub log: String,
+    pub stream: String,
+}
+
+impl Global {
+    /// The parsed `--log`.
+    pub fn spec(&self) -> Result<LogSpec, Failure> {
+        self.log.parse::<LogSpec>().map_err(Failure::new)
+    }
+
+    /// Opens the log.
+    pub async fn open(&self) -> Result<SharedLog, Failure> {
+        Ok(self.spec()?.open().await?)
+    }
+
+    /// Opens the log and makes sure the agent topology exists (idempotent),
+    /// so a fresh machine needs no set-up step.
+    pub async fn topology(&self) -> Result<(SharedLog, Topology), Failure> {
+        let log = self.open().await?;
+        let topology = TopologyConfig::new(&self.stream).ensure(log.as_ref()).await?;
+        Ok((log, topology))
+    }
+
+    /// The local state directory: inside the embedded log's directory, or
+    /// `./.agdx-state` for a remote log.
+    pub fn default_state_dir(&self) -> PathBuf {
+        match self.spec() {
+            Ok(LogSpec::Embedded(path)) => path.join("state"),
+            _ => PathBuf::from(".agdx-state"),
+        }
+    }
+
+    /// The claim check with blobs in `blob_dir` (default: beside the state).
+    pub fn claim_check(&self, blob_dir: Option<PathBuf>, threshold: Option<usize>) -> ClaimCheck {
+        let dir = blob_dir.unwrap_or_else(|| match self.spec() {
+            Ok(LogSpec::Embedded(path)) => path.join("blobs"),
+            _ => PathBuf::from(".agdx-blobs"),
+        });
+        ClaimCheck::new(Arc::new(DirBlobStore::new(dir)), threshold.unwrap_or(DEFAULT_CLAIM_CHECK_THRESHOLD))
+    }
+}
+
+/// Parses a duration such as `30s`, `1500ms` or `2m`.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    humantime::parse_duration(text).map_err(|e| format!("{e}; write a number with a unit, e.g. 500ms, 30s or 2m"))
+}
+
+/// Parses an agent name.
+pub fn parse_agent(text: &str) -> Result<agdx::wire::AgentId, String> {
+    agdx::wire::AgentId::new(text).map_err(|e| e.to_string())
+}

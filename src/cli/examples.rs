@@ -1,0 +1,67 @@
+//! `agdx examples`: annotated sessions to copy.
+
+/// The annotated example sessions.
+pub const EXAMPLES: &str = r#"AGDX examples: copy these into two shells. Without --log, everything uses the
+embedded log in ./.agdx (no server needed); add --log iggy://iggy:iggy@HOST:8090
+to use an Apache Iggy server instead.
+
+1. Ask an agent and get the reply (send -> worker -> reply)
+   shell 1:  agdx worker --agent echo --echo
+             # the worker answers every command to agent 'echo' with its own body
+   shell 2:  agdx ask --to echo --operation hello "hi"
+             hi
+             # exit 0; the command went to agent.commands, the reply came back
+             # on agent.responses with the same correlation id
+
+2. Run your own program as the handler
+   shell 1:  agdx worker --agent upper --exec 'tr a-z A-Z'
+             # body on stdin, reply = stdout; env: AGDX_OPERATION, AGDX_CONVERSATION,
+             # AGDX_CORRELATION, AGDX_RECORD, AGDX_SOURCE, AGDX_IDEMPOTENCY_KEY
+   shell 2:  agdx ask --to upper --operation shout "quiet please"
+             QUIET PLEASE
+
+3. An operation the agent does not handle
+   shell 1:  agdx worker --agent calendar --exec './calendar.sh' --operation list --operation add
+   shell 2:  agdx ask --to calendar --operation delete "event 7"
+             agdx: error unsupported: no handler for operation 'delete' on agent 'calendar'; it handles: add, list
+             # exit 3: the agent answered with an error
+
+4. A failing handler and its dead letter
+   shell 1:  agdx worker --agent flaky --exec 'echo "database is down" >&2; exit 75' --max-attempts 3
+             # exit 75 means "try again": the worker retries with backoff, then gives up
+   shell 2:  agdx ask --to flaky --operation save "order 42"
+             agdx: error internal: database is down
+             # exit 3; the original command is kept verbatim on agent.dlq:
+   shell 2:  agdx tail --topic agent.dlq
+             {"topic":"agent.dlq", ... "reason":"retry_exhausted","attempts":3, "payload":{...the command...}}
+
+5. A streamed reply, printed as it arrives
+   shell 1:  agdx worker --agent story --exec 'for w in once upon a time; do echo "$w"; done'
+             # an --exec worker answers with one response; a library handler can stream:
+             # request.stream(StreamPurpose::Chat, None) then send(..) and finish(..)
+   shell 2:  agdx ask --to story --operation tell "go"
+
+6. Exactly-once effects with an idempotency key
+   shell 2:  agdx ask --to upper --operation shout --idempotency-key order-42 "pay"
+             PAY
+   shell 2:  agdx ask --to upper --operation shout --idempotency-key order-42 "pay"
+             PAY
+             # the second time the handler does not run; the stored reply is published again
+
+7. Fire and forget, then watch the log
+   shell 2:  agdx send --to echo --operation hello "later"
+             record=01J... correlation=01J... conversation=01J... partition=5
+   shell 2:  agdx tail --follow
+             # every record as one JSON line: topic, partition, offset, timestamp, envelope
+
+8. Many commands from a file
+   shell 2:  printf '{"to":"echo","operation":"hello","body":"a"}\n{"to":"echo","operation":"hello","body":{"n":2}}\n' | agdx send --jsonl -
+             sent 2 commands
+
+Exit codes of `agdx ask`: 0 reply printed, 3 the agent answered with an error,
+4 no reply in time (--timeout), 1 anything else (message on stderr).
+"#;
+
+pub fn run() {
+    print!("{EXAMPLES}");
+}

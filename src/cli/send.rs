@@ -1,0 +1,178 @@
+//! `agdx send`: publish commands without waiting for replies.
+
+use std::io::{BufRead, Read};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+
+use agdx::wire::{AgentId, ContentType, ConversationId, IdempotencyKey};
+use agdx::{CommandRequest, Producer, SystemClock, Clock};
+
+use super::context::{Failure, Global, parse_agent, parse_duration};
+
+/// Options shared by `send` and `ask` for the command they publish.
+#[derive(Debug, Args)]
+pub struct CommandArgs {
+    /// The agent to send to (its worker runs `agdx worker --agent NAME`).
+    #[arg(long, value_name = "AGENT", value_parser = parse_agent)]
+    pub to: AgentId,
+
+    /// The operation to ask for; the worker dispatches on it.
+    #[arg(long, value_name = "OPERATION")]
+    pub operation: String,
+
+    /// Continue an existing conversation (26-character id) instead of starting one.
+    #[arg(long, value_name = "ID")]
+    pub conversation: Option<ConversationId>,
+
+    /// Make the effect happen once: a repeated command with the same key gets the stored reply.
+    #[arg(long, value_name = "KEY")]
+    pub idempotency_key: Option<IdempotencyKey>,
+
+    /// Give up if no worker takes the command up within this time (e.g. 30s).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub deadline: Option<Duration>,
+
+    /// The body's codec: raw, json, cbor, msgpack, ...
+    #[arg(long, value_name = "TYPE", default_value = "raw")]
+    pub content_type: ContentType,
+
+    /// Who is asking (the envelope's source; replies are addressed to it).
+    #[arg(long = "as", value_name = "AGENT", default_value = "cli", value_parser = parse_agent)]
+    pub source: AgentId,
+
+    /// The body; read from stdin when absent.
+    #[arg(value_name = "BODY")]
+    pub body: Option<String>,
+}
+
+impl CommandArgs {
+    /// The command request, the body from the argument or stdin.
+    pub fn request(&self) -> Result<CommandRequest, Failure> {
+        let body = match &self.body {
+            Some(body) => body.clone().into_bytes(),
+            None => {
+                let mut body = Vec::new();
+                std::io::stdin().read_to_end(&mut body)?;
+                body
+            }
+        };
+        if body.is_empty() {
+            return Err(Failure::new("the command body is empty; a command needs a body: pass it as the last argument or on stdin"));
+        }
+        let mut request = CommandRequest::new(&self.operation, body).to(self.to.clone()).content_type(self.content_type);
+        if let Some(conversation) = self.conversation {
+            request = request.conversation(conversation);
+        }
+        if let Some(key) = &self.idempotency_key {
+            request = request.idempotency_key(key.clone());
+        }
+        if let Some(deadline) = self.deadline {
+            let deadline = SystemClock.now_micros().saturating_add(u64::try_from(deadline.as_micros()).unwrap_or(u64::MAX));
+            request = request.deadline_micros(deadline);
+        }
+        Ok(request)
+    }
+}
+
+/// Publishes one command (or many from JSON lines) without waiting.
+#[derive(Debug, Args)]
+pub struct SendArgs {
+    /// Publish one command per JSON line of FILE (`-` for stdin):
+    /// {"to": AGENT, "operation": OP, "body": ..., "idempotency_key"?: KEY, "conversation"?: ID}.
+    /// A string body is sent as raw bytes, any other JSON value as json.
+    #[arg(long, value_name = "FILE", conflicts_with = "to", required_unless_present = "to")]
+    pub jsonl: Option<PathBuf>,
+
+    /// Commands per append for --jsonl.
+    #[arg(long, default_value_t = 500, requires = "jsonl")]
+    pub batch: usize,
+
+    /// Who is sending (the envelope's source) for --jsonl.
+    #[arg(long = "jsonl-as", value_name = "AGENT", default_value = "cli", value_parser = parse_agent)]
+    pub jsonl_source: AgentId,
+
+    #[command(flatten)]
+    pub command: Option<CommandArgs>,
+}
+
+pub async fn run(global: &Global, args: SendArgs) -> Result<(), Failure> {
+    let (log, topology) = global.topology().await?;
+    let source = args.command.as_ref().map_or_else(|| args.jsonl_source.clone(), |c| c.source.clone());
+    let producer = Producer::new(log, topology, source).with_claim_check(global.claim_check(None, None));
+    if let Some(path) = &args.jsonl {
+        return send_jsonl(&producer, path, args.batch).await;
+    }
+    let Some(command) = args.command else {
+        return Err(Failure::new("give --to AGENT --operation OP [BODY], or --jsonl FILE"));
+    };
+    let sent = producer.command(command.request()?).await?;
+    println!(
+        "record={} correlation={} conversation={} partition={}",
+        sent.record.map(|r| r.to_string()).unwrap_or_default(),
+        sent.correlation.map(|c| c.to_string()).unwrap_or_default(),
+        sent.conversation,
+        sent.partition
+    );
+    Ok(())
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JsonCommand {
+    to: String,
+    operation: String,
+    body: serde_json::Value,
+    idempotency_key: Option<String>,
+    conversation: Option<String>,
+}
+
+fn parse_line(line: &str, number: usize) -> Result<CommandRequest, Failure> {
+    let bad = |what: String| Failure::new(format!("line {number}: {what}"));
+    let command: JsonCommand = serde_json::from_str(line).map_err(|e| {
+        bad(format!("{e}; each line is one JSON object {{\"to\", \"operation\", \"body\", \"idempotency_key\"?, \"conversation\"?}}"))
+    })?;
+    let (body, content_type) = match command.body {
+        serde_json::Value::String(text) => (text.into_bytes(), ContentType::Raw),
+        other => (other.to_string().into_bytes(), ContentType::Json),
+    };
+    if body.is_empty() {
+        return Err(bad("the body is empty; a command needs a body".into()));
+    }
+    let to = AgentId::new(command.to).map_err(|e| bad(format!("\"to\": {e}")))?;
+    let mut request = CommandRequest::new(command.operation, body).to(to).content_type(content_type);
+    if let Some(key) = command.idempotency_key {
+        request = request.idempotency_key(IdempotencyKey::new(key).map_err(|e| bad(format!("\"idempotency_key\": {e}")))?);
+    }
+    if let Some(conversation) = command.conversation {
+        request = request.conversation(conversation.parse().map_err(|e| bad(format!("\"conversation\": {e}")))?);
+    }
+    Ok(request)
+}
+
+async fn send_jsonl(producer: &Producer, path: &PathBuf, batch: usize) -> Result<(), Failure> {
+    let reader: Box<dyn BufRead> = if path.as_os_str() == "-" {
+        Box::new(std::io::stdin().lock())
+    } else {
+        let file = std::fs::File::open(path).map_err(|e| Failure::new(format!("cannot read {}: {e}", path.display())))?;
+        Box::new(std::io::BufReader::new(file))
+    };
+    let mut pending = Vec::with_capacity(batch);
+    let mut sent = 0usize;
+    for (index, line) in reader.lines().enumerate() {
+        let line = line?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        pending.push(parse_line(&line, index + 1)?);
+        if pending.len() >= batch.max(1) {
+            sent += producer.commands(std::mem::take(&mut pending)).await?.len();
+        }
+    }
+    if !pending.is_empty() {
+        sent += producer.commands(pending).await?.len();
+    }
+    println!("sent {sent} commands");
+    Ok(())
+}

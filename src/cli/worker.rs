@@ -1,0 +1,135 @@
+//! `agdx worker`: run a worker pool member.
+
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use clap::Args;
+use tokio_util::sync::CancellationToken;
+
+use agdx::wire::AgentId;
+use agdx::worker::{EchoHandler, ExecHandler, Handler, Worker, WorkerConfig};
+use agdx::{Producer, RetryPolicy};
+
+use super::context::{Failure, Global, parse_agent, parse_duration};
+
+/// Runs a worker for an agent: takes its commands from the log, answers
+/// them, and commits each only after the reply is on the log.
+///
+/// Several workers with the same --agent (and --group) share the work; if
+/// one dies, the others take over its partitions.
+#[derive(Debug, Args)]
+#[command(group = clap::ArgGroup::new("handler").required(true).args(["exec", "echo"]))]
+pub struct WorkerArgs {
+    /// The agent this worker answers as; commands --to it come here.
+    #[arg(long, value_name = "NAME", value_parser = parse_agent)]
+    pub agent: AgentId,
+
+    /// Consumer group; workers in one group share the work (default: the agent name).
+    #[arg(long, value_name = "GROUP")]
+    pub group: Option<String>,
+
+    /// Partitions handled at the same time.
+    #[arg(long, value_name = "N", default_value_t = 8)]
+    pub concurrency: usize,
+
+    /// Run CMD with `sh -c` per command: body on stdin; AGDX_OPERATION, AGDX_CONVERSATION,
+    /// AGDX_CORRELATION, AGDX_RECORD, AGDX_SOURCE, AGDX_IDEMPOTENCY_KEY in the environment.
+    /// Exit 0 answers with stdout; exit 75 is retried; any other exit is an error reply with stderr.
+    #[arg(long, value_name = "CMD")]
+    pub exec: Option<String>,
+
+    /// Answer every command with its own body.
+    #[arg(long)]
+    pub echo: bool,
+
+    /// An operation this worker handles (repeat for several); others get an
+    /// `unsupported` error listing these. Default: every operation.
+    #[arg(long = "operation", value_name = "OPERATION")]
+    pub operations: Vec<String>,
+
+    /// Attempts for retryable failures (exit 75), the first included.
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub max_attempts: u32,
+
+    /// Wait before the first retry; it doubles per attempt, with jitter.
+    #[arg(long, value_name = "DURATION", default_value = "200ms", value_parser = parse_duration)]
+    pub retry_delay: Duration,
+
+    /// Where the processed idempotency keys are kept
+    /// (default: PATH/state for embedded:PATH, ./.agdx-state otherwise).
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+
+    /// Where claim-checked bodies are kept (default: PATH/blobs for embedded:PATH, ./.agdx-blobs otherwise).
+    #[arg(long, value_name = "DIR")]
+    pub blob_dir: Option<PathBuf>,
+
+    /// Replies larger than this many bytes go to the blob store as a claim check.
+    #[arg(long, value_name = "BYTES")]
+    pub claim_check_threshold: Option<usize>,
+}
+
+pub async fn run(global: &Global, args: WorkerArgs) -> Result<(), Failure> {
+    let (log, topology) = global.topology().await?;
+    let describe = log.describe();
+    let producer = Producer::new(log, topology, args.agent.clone())
+        .with_claim_check(global.claim_check(args.blob_dir.clone(), args.claim_check_threshold));
+    let config = WorkerConfig {
+        group: args.group.clone(),
+        concurrency: args.concurrency,
+        retry: RetryPolicy { max_attempts: args.max_attempts.max(1), base_delay: args.retry_delay, ..RetryPolicy::default() },
+        state_dir: Some(args.state_dir.clone().unwrap_or_else(|| global.default_state_dir())),
+        ..WorkerConfig::default()
+    };
+    let mut worker = Worker::new(producer, config);
+    let handler: std::sync::Arc<dyn Handler> = match &args.exec {
+        Some(command) => std::sync::Arc::new(ExecHandler::new(command)),
+        None => std::sync::Arc::new(EchoHandler),
+    };
+    if args.operations.is_empty() {
+        worker = worker.fallback(handler);
+    } else {
+        for operation in &args.operations {
+            worker = worker.handle(operation, handler.clone());
+        }
+    }
+    let stats = worker.stats();
+    let shutdown = CancellationToken::new();
+    tokio::spawn(stop_on_signal(shutdown.clone()));
+    eprintln!(
+        "agdx worker: agent '{}' (group '{}') handling {} on {describe}, stream '{}'; Ctrl-C stops it gracefully",
+        args.agent,
+        args.group.as_deref().unwrap_or(args.agent.as_str()),
+        if args.operations.is_empty() { "every operation".to_owned() } else { args.operations.join(", ") },
+        global.stream,
+    );
+    worker.run(shutdown).await?;
+    eprintln!(
+        "agdx worker: stopped; handled {}, deduplicated {}, unsupported {}, dead-lettered {}, skipped {}",
+        stats.handled.load(Ordering::Relaxed),
+        stats.deduplicated.load(Ordering::Relaxed),
+        stats.unsupported.load(Ordering::Relaxed),
+        stats.dead_lettered.load(Ordering::Relaxed),
+        stats.skipped.load(Ordering::Relaxed),
+    );
+    Ok(())
+}
+
+/// Cancels `shutdown` on SIGINT or SIGTERM.
+async fn stop_on_signal(shutdown: CancellationToken) {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = terminate => {}
+    }
+    eprintln!("agdx worker: stopping: finishing the records in hand, committing, leaving the group");
+    shutdown.cancel();
+}
