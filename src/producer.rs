@@ -105,6 +105,8 @@ pub struct CommandRequest {
     /// Absolute deadline, epoch microseconds.
     pub deadline_micros: Option<u64>,
     pub metadata: Option<Metadata>,
+    /// Features the receiver must implement (bitset); 0 for none.
+    pub must_understand: u64,
 }
 
 impl CommandRequest {
@@ -120,6 +122,7 @@ impl CommandRequest {
             idempotency_key: None,
             deadline_micros: None,
             metadata: None,
+            must_understand: 0,
         }
     }
     /// Addresses the command to `target`.
@@ -155,6 +158,12 @@ impl CommandRequest {
     /// Attaches metadata.
     pub fn metadata(mut self, metadata: Metadata) -> Self {
         self.metadata = Some(metadata);
+        self
+    }
+    /// Requires the receiver to implement these feature bits; one that does
+    /// not dead-letters the command and answers `unsupported`.
+    pub fn must_understand(mut self, bits: u64) -> Self {
+        self.must_understand = bits;
         self
     }
 }
@@ -309,6 +318,9 @@ impl Producer {
         }
         if let Some(metadata) = request.metadata {
             envelope = envelope.with_metadata(metadata);
+        }
+        if request.must_understand != 0 {
+            envelope = envelope.with_must_understand(request.must_understand);
         }
         (Outgoing::new(envelope, request.content_type), correlation)
     }

@@ -38,7 +38,7 @@ use tokio_util::sync::CancellationToken;
 use crate::claim_check::ClaimCheck;
 use crate::clock::{SharedClock, system_clock};
 use crate::dlq::dead_letter_record;
-use crate::idempotency::{KeyScope, ProcessedKeys, StoreError};
+use crate::idempotency::{ProcessedKeys, StoreError};
 use crate::log::{DEFAULT_POLL_WAIT, LogError, LogRecord};
 use crate::producer::{Outgoing, ProduceError};
 use crate::retry::RetryPolicy;
@@ -372,7 +372,6 @@ enum BatchError {
 struct Unflushed {
     replies: Vec<Outgoing>,
     dead_letters: Vec<agdx_wire::DeadLetter>,
-    processed: HashMap<KeyScope, Vec<Outgoing>>,
     last_offset: Option<u64>,
     records: u64,
     since: Option<Instant>,
@@ -382,14 +381,10 @@ struct Unflushed {
 async fn handle_batch(ctx: &PartitionContext, partition: u32, records: &[LogRecord], from: &mut u64) -> Result<(), BatchError> {
     let mut unflushed = Unflushed::default();
     for record in records {
-        let Outcome { disposition, replies, dead_letter, processed } =
-            ctx.processor.process(record, &unflushed.processed).await?;
+        let Outcome { disposition, replies, dead_letter } = ctx.processor.process(record).await?;
         ctx.stats.count(disposition);
         unflushed.replies.extend(replies);
         unflushed.dead_letters.extend(dead_letter);
-        if let Some((scope, replies)) = processed {
-            unflushed.processed.insert(scope, replies);
-        }
         unflushed.last_offset = Some(record.position.offset);
         unflushed.records += 1;
         let since = *unflushed.since.get_or_insert_with(Instant::now);
@@ -400,16 +395,13 @@ async fn handle_batch(ctx: &PartitionContext, partition: u32, records: &[LogReco
     flush(ctx, partition, unflushed, from).await
 }
 
-/// Steps 9 and 10 for a run of records: store processed keys, publish
-/// replies and dead letters, and only then commit.
+/// Steps 9 and 10 for a run of records: publish replies and dead letters,
+/// and only then commit.
 async fn flush(ctx: &PartitionContext, partition: u32, unflushed: Unflushed, from: &mut u64) -> Result<(), BatchError> {
     let Some(last_offset) = unflushed.last_offset else { return Ok(()) };
     let processor = &ctx.processor;
     let producer = &processor.producer;
     let topology = producer.topology();
-    if let Some(store) = &processor.store {
-        store.put_all(unflushed.processed.into_iter().collect()).await?;
-    }
     if !unflushed.replies.is_empty() {
         producer.publish(&topology.responses, unflushed.replies).await?;
     }

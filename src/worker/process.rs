@@ -41,12 +41,11 @@ pub(crate) struct Outcome {
     pub disposition: Disposition,
     pub replies: Vec<Outgoing>,
     pub dead_letter: Option<DeadLetter>,
-    pub processed: Option<(KeyScope, Vec<Outgoing>)>,
 }
 
 impl Outcome {
     fn skipped() -> Self {
-        Self { disposition: Disposition::Skipped, replies: Vec::new(), dead_letter: None, processed: None }
+        Self { disposition: Disposition::Skipped, replies: Vec::new(), dead_letter: None }
     }
 }
 
@@ -83,10 +82,9 @@ pub(crate) struct Processor {
 }
 
 impl Processor {
-    /// Runs the steps for `record`. `pending` holds keys processed earlier in
-    /// the same unflushed batch. Only a failing processed-key store is an
+    /// Runs the steps for `record`. Only a failing processed-key store is an
     /// error (the record is then seen again).
-    pub async fn process(&self, record: &LogRecord, pending: &HashMap<KeyScope, Vec<Outgoing>>) -> Result<Outcome, StoreError> {
+    pub async fn process(&self, record: &LogRecord) -> Result<Outcome, StoreError> {
         // 1. decode and validate
         let envelope = match envelope_of(record) {
             Ok(envelope) => envelope,
@@ -104,10 +102,10 @@ impl Processor {
             operation = envelope.operation.as_deref().unwrap_or(""),
             position = %record.position,
         );
-        self.steps(record, envelope, pending).instrument(span).await
+        self.steps(record, envelope).instrument(span).await
     }
 
-    async fn steps(&self, record: &LogRecord, envelope: AgentEnvelope, pending: &HashMap<KeyScope, Vec<Outgoing>>) -> Result<Outcome, StoreError> {
+    async fn steps(&self, record: &LogRecord, envelope: AgentEnvelope) -> Result<Outcome, StoreError> {
         let reply_to = match envelope.kind {
             Kind::Command => ReplyTo::for_command(&envelope, Some(record.position)),
             _ => None,
@@ -148,17 +146,12 @@ impl Processor {
             _ => None,
         };
         if let (Some(scope), Some(store), Some(to)) = (&scope, &self.store, &reply_to) {
-            let stored = match pending.get(scope) {
-                Some(replies) => Some(replies.clone()),
-                None => store.get(scope).await?,
-            };
-            if let Some(replies) = stored {
+            if let Some(replies) = store.get(scope).await? {
                 tracing::debug!(key = %scope.key, "idempotency key already processed; publishing the stored reply again");
                 return Ok(Outcome {
                     disposition: Disposition::Deduplicated,
                     replies: readdress(replies, to),
                     dead_letter: None,
-                    processed: None,
                 });
             }
         }
@@ -174,7 +167,6 @@ impl Processor {
                 disposition: Disposition::Unsupported,
                 replies: vec![self.producer.error_envelope(&to, &error)],
                 dead_letter: None,
-                processed: None,
             });
         };
         let content_type = content_type_of(record);
@@ -230,8 +222,13 @@ impl Processor {
                 if let (HandlerReply::Body { body, content_type }, Some(to)) = (reply, &reply_to) {
                     replies.push(self.producer.response_envelope(to, body, content_type));
                 }
-                let processed = scope.map(|scope| (scope, streamed.into_iter().chain(replies.iter().cloned()).collect()));
-                Ok(Outcome { disposition: Disposition::Handled, replies, dead_letter: None, processed })
+                // The effect happened: record the key before anything else, so
+                // a crash from here on re-publishes instead of re-running.
+                if let (Some(scope), Some(store)) = (scope, &self.store) {
+                    let stored = streamed.into_iter().chain(replies.iter().cloned()).collect();
+                    store.put_all(vec![(scope, stored)]).await?;
+                }
+                Ok(Outcome { disposition: Disposition::Handled, replies, dead_letter: None })
             }
         }
     }
@@ -259,7 +256,6 @@ impl Processor {
             disposition: Disposition::DeadLettered,
             replies,
             dead_letter: Some(dead_letter(record.position, reason, attempts, detail, record.payload.clone())),
-            processed: None,
         }
     }
 }
