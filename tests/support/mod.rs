@@ -13,6 +13,7 @@
 )]
 
 pub mod embedded;
+pub mod fabric;
 pub mod iggy;
 
 use std::any::Any;
@@ -116,7 +117,7 @@ where
     }
 }
 
-fn panic_message(panic: Box<dyn Any + Send>) -> String {
+pub fn panic_message(panic: Box<dyn Any + Send>) -> String {
     match panic.downcast::<String>() {
         Ok(message) => *message,
         Err(panic) => match panic.downcast::<&str>() {

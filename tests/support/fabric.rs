@@ -1,0 +1,189 @@
+//! The agent fabric over every backend: a fresh topology per test, and
+//! helpers to run workers and read what landed on the log.
+
+use std::any::Any;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use agdx::log::embedded::EmbeddedLog;
+use agdx::log::{LogRecord, SharedLog, TopicInfo};
+use agdx::wire::{AgentEnvelope, AgentId, DeadLetter};
+use agdx::worker::{Worker, WorkerConfig};
+use agdx::{Producer, Requester, RetryPolicy, Topology, TopologyConfig};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::{iggy, unique_stream};
+
+/// Partitions of every topic in the fabric tests (few, so Iggy set-up is quick).
+pub const PARTITIONS: u32 = 4;
+
+/// One backend with a fresh agent topology.
+pub struct Fabric {
+    /// `embedded` or `iggy`.
+    pub backend: &'static str,
+    pub log: SharedLog,
+    /// What `--log` names this log as, for child `agdx` processes.
+    pub spec: String,
+    pub stream: String,
+    pub topology: Topology,
+    /// A scratch directory for state, blobs and files of this test.
+    pub dir: tempfile::TempDir,
+    _keep: Box<dyn Any + Send + Sync>,
+}
+
+/// The fabric on every backend available (embedded always; Iggy when the
+/// harness finds a server, else one line saying why not).
+pub async fn fabrics(test: &str) -> Vec<Fabric> {
+    let mut all = Vec::new();
+    let dir = tempfile::tempdir().expect("create a temporary directory");
+    let path = dir.path().join("log");
+    let log: SharedLog = Arc::new(EmbeddedLog::open(&path).expect("open the embedded log"));
+    all.push(Fabric::new("embedded", log, format!("embedded:{}", path.display()), test, dir, ()).await);
+    match iggy::iggy_log().await {
+        Ok(found) => {
+            let log = found.log.clone();
+            let spec = found.url.clone();
+            let dir = tempfile::tempdir().expect("create a temporary directory");
+            all.push(Fabric::new("iggy", log, spec, test, dir, found).await);
+        }
+        Err(reason) => eprintln!("iggy: skipped: {reason}"),
+    }
+    all
+}
+
+/// Runs `check` on every fabric, naming the backend when it fails.
+pub async fn on_every_fabric<F, Fut>(test: &str, check: F)
+where
+    F: Fn(Arc<Fabric>) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    for fabric in fabrics(test).await {
+        let fabric = Arc::new(fabric);
+        let backend = fabric.backend;
+        if let Err(error) = tokio::spawn(check(fabric)).await {
+            let message = match error.try_into_panic() {
+                Ok(panic) => super::panic_message(panic),
+                Err(error) => error.to_string(),
+            };
+            panic!("{test} failed on the {backend} backend: {message}");
+        }
+    }
+}
+
+impl Fabric {
+    async fn new(
+        backend: &'static str,
+        log: SharedLog,
+        spec: String,
+        test: &str,
+        dir: tempfile::TempDir,
+        keep: impl Any + Send + Sync,
+    ) -> Fabric {
+        let stream = unique_stream(test);
+        let topology = TopologyConfig::new(&stream)
+            .with_partitions(PARTITIONS)
+            .ensure(log.as_ref())
+            .await
+            .expect("create the agent topology");
+        Fabric { backend, log, spec, stream, topology, dir, _keep: Box::new(keep) }
+    }
+
+    /// A producer writing as `agent`.
+    pub fn producer(&self, agent: &str) -> Producer {
+        Producer::new(self.log.clone(), self.topology.clone(), agent_id(agent))
+    }
+
+    /// A requester asking as `agent`.
+    pub fn requester(&self, agent: &str) -> Requester {
+        Requester::new(self.producer(agent))
+    }
+
+    /// A worker for `agent` with quick retries and a processed-key store in
+    /// this test's directory.
+    pub fn worker(&self, agent: &str) -> Worker {
+        Worker::new(self.producer(agent), quick_config(self.dir.path().join(format!("state-{agent}"))))
+    }
+
+    /// Every record of `topic`, all partitions, in (partition, offset) order.
+    pub async fn records(&self, topic: &TopicInfo) -> Vec<LogRecord> {
+        let mut all = Vec::new();
+        for partition in 0..topic.partitions {
+            let mut from = 0;
+            loop {
+                let batch = self.log.poll(topic, partition, from, 1000, Duration::ZERO).await.expect("poll");
+                let Some(last) = batch.last() else { break };
+                from = last.position.offset + 1;
+                all.extend(batch);
+            }
+        }
+        all
+    }
+
+    /// Every envelope on `agent.responses`.
+    pub async fn responses(&self) -> Vec<AgentEnvelope> {
+        self.records(&self.topology.responses)
+            .await
+            .iter()
+            .map(|r| AgentEnvelope::decode_valid(&r.payload).expect("a valid reply envelope"))
+            .collect()
+    }
+
+    /// Every dead-letter capsule on `agent.dlq`.
+    pub async fn dead_letters(&self) -> Vec<DeadLetter> {
+        self.records(&self.topology.dlq)
+            .await
+            .iter()
+            .map(|r| DeadLetter::decode_valid(&r.payload).expect("a valid dead-letter capsule"))
+            .collect()
+    }
+
+    /// The record of `agent.commands` at `offset` of `partition`.
+    pub async fn command_at(&self, partition: u32, offset: u64) -> LogRecord {
+        let mut records =
+            self.log.poll(&self.topology.commands, partition, offset, 1, Duration::ZERO).await.expect("poll");
+        assert_eq!(records.len(), 1, "no command at {partition}/{offset}");
+        records.remove(0)
+    }
+}
+
+/// Worker settings for tests: fast retries, a processed-key store in `state`.
+pub fn quick_config(state: std::path::PathBuf) -> WorkerConfig {
+    WorkerConfig {
+        concurrency: 4,
+        retry: RetryPolicy { max_attempts: 3, base_delay: Duration::from_millis(10), max_delay: Duration::from_millis(50) },
+        state_dir: Some(state),
+        rebalance_every: Duration::from_millis(100),
+        ..WorkerConfig::default()
+    }
+}
+
+/// A valid agent id.
+pub fn agent_id(name: &str) -> AgentId {
+    AgentId::new(name).expect("a valid agent id")
+}
+
+/// A worker running in this process until the handle is stopped.
+pub struct Running {
+    shutdown: CancellationToken,
+    task: JoinHandle<Result<(), agdx::worker::WorkerError>>,
+}
+
+impl Running {
+    /// Starts `worker`.
+    pub fn start(worker: Worker) -> Running {
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(worker.run(shutdown.clone()));
+        Running { shutdown, task }
+    }
+
+    /// Stops it gracefully and checks that it ended cleanly.
+    pub async fn stop(self) {
+        self.shutdown.cancel();
+        self.task.await.expect("the worker task").expect("the worker ended cleanly");
+    }
+}
+
+/// How long a test waits for an answer that should come within moments.
+pub const ANSWER: Duration = Duration::from_secs(20);
