@@ -323,13 +323,19 @@ impl ReplyWatch {
     }
 
     /// The next reply event, waiting until `deadline`. After a terminal
-    /// event, further calls time out at once.
+    /// event there is none: the call reads (and counts as late) whatever
+    /// still arrives until `deadline`, then times out.
     pub async fn next_until(&mut self, deadline: Instant) -> Result<ReplyEvent, AskError> {
         loop {
             if !self.pending.is_empty() {
                 return Ok(self.pending.remove(0));
             }
             if self.ended {
+                // Nothing more will be reported, but records still arriving are
+                // read until the deadline so the stream counts them as late.
+                while let Ok(Some((envelope, record))) = tokio::time::timeout_at(deadline, self.rx.recv()).await {
+                    self.apply(envelope, record).await?;
+                }
                 return Err(self.timeout());
             }
             // Wake at the stream's abandonment deadline even when nothing arrives.
