@@ -76,6 +76,21 @@ impl TopologyConfig {
         Ok(Topology::from_vec(found))
     }
 
+    /// Uses the topics that exist, whatever their partition count, and
+    /// creates the missing ones with this configuration's count. This is
+    /// what every command but `agdx init` does, so nothing needs setting up.
+    pub async fn open(&self, log: &dyn Log) -> Result<Topology, LogError> {
+        let mut found = Vec::with_capacity(5);
+        for name in self.topic_names() {
+            let topic = match log.topic(&self.stream, name).await? {
+                Some(topic) => topic,
+                None => log.ensure_topic(&self.stream, name, self.partitions).await?,
+            };
+            found.push(topic);
+        }
+        Ok(Topology::from_vec(found))
+    }
+
     /// Resolves the existing topology without creating anything; a missing
     /// topic is [`LogError::NoSuchTopic`] (its message says to run `agdx init`).
     pub async fn resolve(&self, log: &dyn Log) -> Result<Topology, LogError> {

@@ -16,6 +16,7 @@ use super::send::CommandArgs;
 /// printed chunk by chunk as it arrives. An error reply prints
 /// `error <code>: <message>` on stderr and exits 3; no reply in time exits 4.
 #[derive(Debug, Args)]
+#[command(mut_arg("to", |a| a.required(true)), mut_arg("operation", |a| a.required(true)))]
 pub struct AskArgs {
     #[command(flatten)]
     pub command: CommandArgs,

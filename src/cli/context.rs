@@ -77,11 +77,11 @@ impl Global {
         Ok(self.spec()?.open().await?)
     }
 
-    /// Opens the log and makes sure the agent topology exists (idempotent),
-    /// so a fresh machine needs no set-up step.
+    /// Opens the log and the agent topology, creating what is missing, so a
+    /// fresh machine needs no set-up step.
     pub async fn topology(&self) -> Result<(SharedLog, Topology), Failure> {
         let log = self.open().await?;
-        let topology = TopologyConfig::new(&self.stream).ensure(log.as_ref()).await?;
+        let topology = TopologyConfig::new(&self.stream).open(log.as_ref()).await?;
         Ok((log, topology))
     }
 

@@ -16,11 +16,11 @@ use super::context::{Failure, Global, parse_agent, parse_duration};
 pub struct CommandArgs {
     /// The agent to send to (its worker runs `agdx worker --agent NAME`).
     #[arg(long, value_name = "AGENT", value_parser = parse_agent)]
-    pub to: AgentId,
+    pub to: Option<AgentId>,
 
     /// The operation to ask for; the worker dispatches on it.
-    #[arg(long, value_name = "OPERATION")]
-    pub operation: String,
+    #[arg(long, value_name = "OPERATION", requires = "to")]
+    pub operation: Option<String>,
 
     /// Continue an existing conversation (26-character id) instead of starting one.
     #[arg(long, value_name = "ID")]
@@ -50,6 +50,9 @@ pub struct CommandArgs {
 impl CommandArgs {
     /// The command request, the body from the argument or stdin.
     pub fn request(&self) -> Result<CommandRequest, Failure> {
+        let (Some(to), Some(operation)) = (&self.to, &self.operation) else {
+            return Err(Failure::new("say who to send to and what to ask: --to AGENT --operation OPERATION"));
+        };
         let body = match &self.body {
             Some(body) => body.clone().into_bytes(),
             None => {
@@ -61,7 +64,7 @@ impl CommandArgs {
         if body.is_empty() {
             return Err(Failure::new("the command body is empty; a command needs a body: pass it as the last argument or on stdin"));
         }
-        let mut request = CommandRequest::new(&self.operation, body).to(self.to.clone()).content_type(self.content_type);
+        let mut request = CommandRequest::new(operation, body).to(to.clone()).content_type(self.content_type);
         if let Some(conversation) = self.conversation {
             request = request.conversation(conversation);
         }
@@ -78,36 +81,32 @@ impl CommandArgs {
 
 /// Publishes one command (or many from JSON lines) without waiting.
 #[derive(Debug, Args)]
+#[command(
+    mut_arg("to", |a| a.required_unless_present("jsonl")),
+    mut_arg("operation", |a| a.required_unless_present("jsonl")),
+)]
 pub struct SendArgs {
     /// Publish one command per JSON line of FILE (`-` for stdin):
     /// {"to": AGENT, "operation": OP, "body": ..., "idempotency_key"?: KEY, "conversation"?: ID}.
     /// A string body is sent as raw bytes, any other JSON value as json.
-    #[arg(long, value_name = "FILE", conflicts_with = "to", required_unless_present = "to")]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["to", "operation", "body"])]
     pub jsonl: Option<PathBuf>,
 
     /// Commands per append for --jsonl.
     #[arg(long, default_value_t = 500, requires = "jsonl")]
     pub batch: usize,
 
-    /// Who is sending (the envelope's source) for --jsonl.
-    #[arg(long = "jsonl-as", value_name = "AGENT", default_value = "cli", value_parser = parse_agent)]
-    pub jsonl_source: AgentId,
-
     #[command(flatten)]
-    pub command: Option<CommandArgs>,
+    pub command: CommandArgs,
 }
 
 pub async fn run(global: &Global, args: SendArgs) -> Result<(), Failure> {
     let (log, topology) = global.topology().await?;
-    let source = args.command.as_ref().map_or_else(|| args.jsonl_source.clone(), |c| c.source.clone());
-    let producer = Producer::new(log, topology, source).with_claim_check(global.claim_check(None, None));
+    let producer = Producer::new(log, topology, args.command.source.clone()).with_claim_check(global.claim_check(None, None));
     if let Some(path) = &args.jsonl {
         return send_jsonl(&producer, path, args.batch).await;
     }
-    let Some(command) = args.command else {
-        return Err(Failure::new("give --to AGENT --operation OP [BODY], or --jsonl FILE"));
-    };
-    let sent = producer.command(command.request()?).await?;
+    let sent = producer.command(args.command.request()?).await?;
     println!(
         "record={} correlation={} conversation={} partition={}",
         sent.record.map(|r| r.to_string()).unwrap_or_default(),

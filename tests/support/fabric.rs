@@ -187,3 +187,56 @@ impl Running {
 
 /// How long a test waits for an answer that should come within moments.
 pub const ANSWER: Duration = Duration::from_secs(20);
+
+impl Fabric {
+    /// The `agdx` binary, pointed at this fabric's log and stream.
+    pub fn agdx(&self) -> tokio::process::Command {
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_agdx"));
+        command
+            .arg("--log")
+            .arg(&self.spec)
+            .arg("--stream")
+            .arg(&self.stream)
+            .env_remove("AGDX_LOG")
+            .env_remove("AGDX_STREAM")
+            .current_dir(self.dir.path())
+            .kill_on_drop(true);
+        command
+    }
+
+    /// Runs `agdx ARGS` to completion: (exit code, stdout, stderr).
+    pub async fn run_agdx(&self, args: &[&str]) -> (i32, String, String) {
+        let output = self.agdx().args(args).output().await.expect("run agdx");
+        (
+            output.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    }
+
+    /// Starts `agdx worker ARGS` in the background.
+    pub fn spawn_worker_process(&self, args: &[&str]) -> tokio::process::Child {
+        self.agdx()
+            .arg("worker")
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::inherit())
+            .spawn()
+            .expect("start an agdx worker process")
+    }
+}
+
+/// Lines of a text file (none when it does not exist yet).
+pub fn lines_of(path: &std::path::Path) -> Vec<String> {
+    std::fs::read_to_string(path).map(|s| s.lines().map(str::to_owned).collect()).unwrap_or_default()
+}
+
+/// Stops a worker process with SIGTERM and checks it exits 0 (a graceful stop).
+pub async fn terminate(child: &mut tokio::process::Child) {
+    let pid = child.id().expect("a running worker");
+    let status = std::process::Command::new("kill").arg("-TERM").arg(pid.to_string()).status().expect("send SIGTERM");
+    assert!(status.success());
+    let exit = tokio::time::timeout(super::PATIENCE, child.wait()).await.expect("the worker stops").expect("wait");
+    assert!(exit.success(), "a worker stopped with SIGTERM exits 0, got {exit}");
+}
