@@ -10,7 +10,7 @@ use agdx_wire::{
 };
 use clap::{Subcommand, ValueEnum};
 
-mod json;
+pub(super) mod json;
 
 use json::{Json, JsonCodec};
 

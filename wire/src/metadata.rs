@@ -159,6 +159,29 @@ impl Float {
         Self(FloatBits::Double(v.to_bits()))
     }
 
+    /// `v` at a given wire width (2, 4 or 8 bytes), when that width holds
+    /// it exactly; NaN is allowed at any width.
+    pub fn with_width(v: f64, width: usize) -> Option<Self> {
+        let exact = |back: f64| back == v || (v.is_nan() && back.is_nan());
+        match width {
+            2 => {
+                let h = half::f16::from_f64(v);
+                exact(h.to_f64()).then_some(Self(FloatBits::Half(h.to_bits())))
+            }
+            4 => {
+                let s = v as f32;
+                exact(f64::from(s)).then_some(Self(FloatBits::Single(s.to_bits())))
+            }
+            8 => Some(Self::double(v)),
+            _ => None,
+        }
+    }
+
+    /// Whether this is the width [`Float::new`] would pick for its value.
+    pub fn is_shortest(self) -> bool {
+        Self::new(self.value()).width() == self.width()
+    }
+
     /// The value.
     pub fn value(self) -> f64 {
         match self.0 {
@@ -564,6 +587,17 @@ mod tests {
         let decoded = Scalar::read(&mut Reader::new(&wide), "x", false).unwrap();
         assert_eq!(encode(&decoded), wide);
         assert_eq!(decoded, Scalar::Float(Float::double(1.5)));
+    }
+
+    #[test]
+    fn explicit_widths_are_exact_or_refused() {
+        assert_eq!(Float::with_width(1.5, 8).map(|f| encode(&Scalar::Float(f)).len()), Some(9));
+        assert_eq!(Float::with_width(1.5, 4).map(|f| encode(&Scalar::Float(f)).len()), Some(5));
+        assert_eq!(Float::with_width(0.1, 2), None);
+        assert_eq!(Float::with_width(1.0, 3), None);
+        assert!(Float::with_width(f64::NAN, 4).is_some_and(|f| f.value().is_nan()));
+        assert!(Float::new(0.5).is_shortest());
+        assert!(!Float::double(0.5).is_shortest());
     }
 
     #[test]

@@ -234,7 +234,7 @@ fn show<T: fmt::Display>(v: T) -> Json {
     Json::String(v.to_string())
 }
 
-fn bytes_json(bytes: &[u8]) -> Json {
+pub(crate) fn bytes_json(bytes: &[u8]) -> Json {
     match std::str::from_utf8(bytes) {
         Ok(s) => Json::String(s.to_owned()),
         Err(_) => Obj::default().put("base64", BASE64.encode(bytes)).done(),
