@@ -10,6 +10,7 @@ mod context;
 mod examples;
 mod init;
 mod send;
+mod tail;
 mod wire;
 mod worker;
 
@@ -42,6 +43,8 @@ pub enum Command {
     Send(send::SendArgs),
     /// Run a worker that answers an agent's commands.
     Worker(worker::WorkerArgs),
+    /// Print records as JSON lines (all agent topics, or one; optionally one conversation; --follow to keep going).
+    Tail(tail::TailArgs),
     /// Create the stream and agent topics (idempotent) and show them.
     Init(init::InitArgs),
     /// Print annotated example sessions to copy.
@@ -58,6 +61,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Ask(args) => block_on(ask::run(&global, args)),
         Command::Send(args) => block_on(send::run(&global, args)),
         Command::Worker(args) => block_on(worker::run(&global, args)),
+        Command::Tail(args) => block_on(tail::run(&global, args)),
         Command::Init(args) => block_on(init::run(&global, args)),
         Command::Examples => {
             examples::run();

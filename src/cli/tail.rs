@@ -1,0 +1,156 @@
+//! `agdx tail`: print records as JSON lines.
+
+use std::time::Duration;
+
+use clap::Args;
+use tokio::sync::mpsc;
+
+use agdx::log::{LogRecord, SharedLog, TopicInfo};
+use agdx::wire::{AgentEnvelope, ConversationId, DeadLetter, FoldSnapshot};
+use agdx::Producer;
+
+use super::context::{Failure, Global};
+use super::wire::json::{Json, JsonCodec};
+
+/// Prints the records of the agent topics as JSON lines: the `agdx wire
+/// decode` form of each record plus its topic, partition, offset and log
+/// timestamp.
+///
+/// Without --follow it prints what is there from the start and exits; with
+/// --follow it prints new records as they arrive (from the end unless
+/// --from or --from-start says otherwise).
+#[derive(Debug, Args)]
+pub struct TailArgs {
+    /// Only this topic (default: every agent topic).
+    #[arg(long, value_name = "TOPIC")]
+    pub topic: Option<String>,
+
+    /// Only this conversation (reads just its partition of each topic).
+    #[arg(long, value_name = "ID")]
+    pub conversation: Option<ConversationId>,
+
+    /// Start at this offset in each partition.
+    #[arg(long, value_name = "OFFSET", conflicts_with = "from_start")]
+    pub from: Option<u64>,
+
+    /// Start at the first record of each partition.
+    #[arg(long)]
+    pub from_start: bool,
+
+    /// Keep waiting for new records (Ctrl-C stops).
+    #[arg(long)]
+    pub follow: bool,
+}
+
+pub async fn run(global: &Global, args: TailArgs) -> Result<(), Failure> {
+    let (log, topology) = global.topology().await?;
+    let topics: Vec<TopicInfo> = match &args.topic {
+        Some(name) => vec![topology.by_name(name).cloned().ok_or_else(|| {
+            let names: Vec<&str> = topology.all().iter().map(|t| t.topic.as_str()).collect();
+            Failure::new(format!("no agent topic '{name}'; the topics are: {}", names.join(", ")))
+        })?],
+        None => topology.all().into_iter().cloned().collect(),
+    };
+    let (sender, mut lines) = mpsc::unbounded_channel::<String>();
+    let mut readers = Vec::new();
+    for topic in topics {
+        let partitions: Vec<u32> = match args.conversation {
+            Some(conversation) => vec![Producer::partition_of(&topic, conversation)],
+            None => (0..topic.partitions).collect(),
+        };
+        for partition in partitions {
+            let start = match (args.from, args.from_start, args.follow) {
+                (Some(offset), _, _) => offset,
+                (None, true, _) | (None, false, false) => 0,
+                (None, false, true) => log.last_offset(&topic, partition).await?.map_or(0, |last| last + 1),
+            };
+            let reader = Reader { log: log.clone(), topic: topic.clone(), partition, conversation: args.conversation };
+            let task = reader.run(start, args.follow, sender.clone());
+            if args.follow {
+                readers.push(tokio::spawn(task));
+            } else {
+                task.await?;
+            }
+        }
+    }
+    drop(sender);
+    while let Some(line) = lines.recv().await {
+        println!("{line}");
+    }
+    for reader in readers {
+        reader.await.map_err(Failure::new)??;
+    }
+    Ok(())
+}
+
+struct Reader {
+    log: SharedLog,
+    topic: TopicInfo,
+    partition: u32,
+    conversation: Option<ConversationId>,
+}
+
+impl Reader {
+    async fn run(self, mut from: u64, follow: bool, out: mpsc::UnboundedSender<String>) -> Result<(), Failure> {
+        let wait = if follow { Duration::from_millis(500) } else { Duration::ZERO };
+        loop {
+            let records = self.log.poll(&self.topic, self.partition, from, 1000, wait).await?;
+            let Some(last) = records.last() else {
+                if follow {
+                    continue;
+                }
+                return Ok(());
+            };
+            from = last.position.offset + 1;
+            for record in &records {
+                if let Some(line) = self.line(record) {
+                    if out.send(line).is_err() {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+    }
+
+    /// The JSON line of one record, `None` when it belongs to another conversation.
+    fn line(&self, record: &LogRecord) -> Option<String> {
+        let (conversation, body) = decode(&record.payload);
+        if self.conversation.is_some() && conversation != self.conversation {
+            return None;
+        }
+        let mut fields = vec![
+            ("topic".to_owned(), Json::String(self.topic.topic.clone())),
+            ("partition".to_owned(), Json::from(u64::from(record.position.partition))),
+            ("offset".to_owned(), Json::from(record.position.offset)),
+            ("timestamp".to_owned(), Json::String(timestamp(record.timestamp_micros))),
+        ];
+        match body {
+            Json::Object(entries) => fields.extend(entries),
+            other => fields.push(("record".to_owned(), other)),
+        }
+        serde_json::to_string(&Json::Object(fields)).ok()
+    }
+}
+
+/// The record's JSON view and the conversation it belongs to: an envelope,
+/// a dead letter (its payload's conversation), a fold snapshot, or, when
+/// nothing decodes, the raw bytes and why.
+fn decode(payload: &[u8]) -> (Option<ConversationId>, Json) {
+    if let Ok(envelope) = AgentEnvelope::decode(payload) {
+        return (Some(envelope.conversation), envelope.to_json());
+    }
+    if let Ok(capsule) = DeadLetter::decode(payload) {
+        let conversation = AgentEnvelope::decode(&capsule.payload).ok().map(|e| e.conversation);
+        return (conversation, Json::Object(vec![("dead_letter".to_owned(), capsule.to_json())]));
+    }
+    if let Ok(snapshot) = FoldSnapshot::decode(payload) {
+        return (Some(snapshot.conversation), Json::Object(vec![("fold_snapshot".to_owned(), snapshot.to_json())]));
+    }
+    let reason = AgentEnvelope::decode(payload).err().map(|e| e.to_string()).unwrap_or_default();
+    (None, Json::Object(vec![("undecodable".to_owned(), Json::String(reason)), ("payload".to_owned(), super::wire::json::bytes_json(payload))]))
+}
+
+fn timestamp(micros: u64) -> String {
+    let time = std::time::UNIX_EPOCH + Duration::from_micros(micros);
+    humantime::format_rfc3339_micros(time).to_string()
+}
