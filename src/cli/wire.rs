@@ -14,6 +14,7 @@ pub(super) mod json;
 
 use json::{Json, JsonCodec};
 
+/// The `agdx wire` subcommands.
 #[derive(Debug, Subcommand)]
 pub enum WireCommand {
     /// Check that each file holds one valid payload of the given type that
@@ -91,6 +92,7 @@ macro_rules! dispatch {
     };
 }
 
+/// Runs one `agdx wire` subcommand and returns the process exit code.
 pub fn run(cmd: WireCommand) -> ExitCode {
     match cmd {
         WireCommand::Check {

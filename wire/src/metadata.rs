@@ -591,8 +591,14 @@ mod tests {
 
     #[test]
     fn explicit_widths_are_exact_or_refused() {
-        assert_eq!(Float::with_width(1.5, 8).map(|f| encode(&Scalar::Float(f)).len()), Some(9));
-        assert_eq!(Float::with_width(1.5, 4).map(|f| encode(&Scalar::Float(f)).len()), Some(5));
+        assert_eq!(
+            Float::with_width(1.5, 8).map(|f| encode(&Scalar::Float(f)).len()),
+            Some(9)
+        );
+        assert_eq!(
+            Float::with_width(1.5, 4).map(|f| encode(&Scalar::Float(f)).len()),
+            Some(5)
+        );
         assert_eq!(Float::with_width(0.1, 2), None);
         assert_eq!(Float::with_width(1.0, 3), None);
         assert!(Float::with_width(f64::NAN, 4).is_some_and(|f| f.value().is_nan()));

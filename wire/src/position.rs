@@ -21,9 +21,13 @@ use crate::error::DecodeError;
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct LogPosition {
+    /// The stream id.
     pub stream: u32,
+    /// The topic id.
     pub topic: u32,
+    /// The partition id, from 0.
     pub partition: u32,
+    /// The record's offset in the partition.
     pub offset: u64,
 }
 
@@ -33,10 +37,12 @@ pub const LOG_POSITION_LEN: usize = 20;
 /// Why a log position could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PositionError {
+    /// The byte form is not 20 bytes long.
     #[error(
         "a log position is {LOG_POSITION_LEN} bytes (u32 stream, u32 topic, u32 partition, u64 offset, big-endian), got {0} bytes"
     )]
     WrongLength(usize),
+    /// The text form is not four `/`-separated unsigned numbers.
     #[error(
         "a log position is written stream/topic/partition/offset with four unsigned numbers, e.g. 1/2/0/42; got {0:?}"
     )]
