@@ -9,10 +9,13 @@
 //! The store is a SQLite file in the worker's state directory, so it
 //! survives restarts and is shared by the worker processes of one machine
 //! that use the same directory. It is also derived state: each `response` to
-//! a keyed command repeats the key, so a process that takes over a partition
-//! it has never seen first reads that partition of `agent.responses` (from
-//! where it last stopped) and records every keyed response of its agent
-//! ([`ProcessedKeys::rebuild_from`]).
+//! a keyed command repeats the key. A key is not tied to a conversation, so
+//! its first reply may sit in any partition, written by any process; before
+//! a worker handles keyed commands it catches up with `agent.responses`
+//! ([`ProcessedKeys::catch_up`]): it reads every partition from where it
+//! last stopped and records each keyed response of its agent. A process that
+//! takes over partitions it has never seen therefore knows every key whose
+//! reply is on the log, which is every key whose command was committed.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -78,6 +81,8 @@ pub struct KeyScope {
 pub struct ProcessedKeys {
     path: PathBuf,
     conn: Arc<Mutex<Connection>>,
+    /// One catch-up at a time: concurrent ones would read the same records.
+    catching_up: Arc<tokio::sync::Mutex<()>>,
 }
 
 const FILE: &str = "processed-keys.sqlite3";
@@ -103,7 +108,7 @@ impl ProcessedKeys {
                  PRIMARY KEY (agent, stream_id, topic_id, partition)) WITHOUT ROWID;",
         )
         .map_err(sqlite)?;
-        Ok(Self { path, conn: Arc::new(Mutex::new(conn)) })
+        Ok(Self { path, conn: Arc::new(Mutex::new(conn)), catching_up: Arc::default() })
     }
 
     /// The database file.
@@ -165,10 +170,19 @@ impl ProcessedKeys {
         .await
     }
 
-    /// Reads `partition` of `responses` from where the last rebuild for
-    /// `agent` stopped up to its end, and records every keyed `response`
+    /// Reads every partition of `responses` from where the last catch-up
+    /// for `agent` stopped up to its end, and records every keyed `response`
     /// that `agent` published. Returns how many keys it added.
-    pub async fn rebuild_from(
+    pub async fn catch_up(&self, log: &SharedLog, responses: &TopicInfo, agent: &AgentId) -> Result<usize, StoreError> {
+        let _one_at_a_time = self.catching_up.lock().await;
+        let mut added = 0;
+        for partition in 0..responses.partitions {
+            added += self.catch_up_partition(log, responses, partition, agent).await?;
+        }
+        Ok(added)
+    }
+
+    async fn catch_up_partition(
         &self,
         log: &SharedLog,
         responses: &TopicInfo,

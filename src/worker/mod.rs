@@ -276,33 +276,7 @@ async fn partition_loop(ctx: Arc<PartitionContext>, partition: u32, cancel: Canc
     let producer = &processor.producer;
     let log = producer.log().clone();
     let commands = producer.topology().commands.clone();
-    let responses = producer.topology().responses.clone();
     let mut failures = 0u32;
-    // The replies to this partition's commands are in the same partition of
-    // `agent.responses` when both topics have the same partition count.
-    let reply_partitions: Vec<u32> =
-        if responses.partitions == commands.partitions { vec![partition] } else { (0..responses.partitions).collect() };
-    if let Some(store) = &processor.store {
-        for &reply_partition in &reply_partitions {
-            loop {
-                match store.rebuild_from(&log, &responses, reply_partition, &processor.agent).await {
-                    Ok(added) => {
-                        if added > 0 {
-                            tracing::info!(partition, added, "processed keys rebuilt from the log");
-                        }
-                        break;
-                    }
-                    Err(error) => {
-                        failures += 1;
-                        tracing::warn!(%error, partition, "rebuilding processed keys failed; retrying");
-                        if sleep_or_cancel(pause(failures), &cancel).await {
-                            return;
-                        }
-                    }
-                }
-            }
-        }
-    }
     let mut from = loop {
         match log.committed_offset(&commands, &ctx.group, partition).await {
             Ok(committed) => break committed.map_or(0, |c| c + 1),
@@ -335,6 +309,17 @@ async fn partition_loop(ctx: Arc<PartitionContext>, partition: u32, cancel: Canc
             continue;
         }
         let Ok(_permit) = ctx.permits.clone().acquire_owned().await else { break };
+        if let Some(store) = processor.store.as_ref().filter(|_| records.iter().any(carries_key)) {
+            let responses = &producer.topology().responses;
+            if let Err(error) = store.catch_up(&log, responses, &processor.agent).await {
+                failures += 1;
+                tracing::warn!(%error, partition, "catching up with processed keys on the log failed; retrying");
+                if sleep_or_cancel(pause(failures), &cancel).await {
+                    break;
+                }
+                continue;
+            }
+        }
         match handle_batch(&ctx, partition, &records, &mut from).await {
             Ok(()) => failures = 0,
             Err(error) => {
@@ -346,6 +331,12 @@ async fn partition_loop(ctx: Arc<PartitionContext>, partition: u32, cancel: Canc
             }
         }
     }
+}
+
+/// Whether a record is a command with an idempotency key (undecodable ones
+/// are not; they are dead-lettered without looking at keys).
+fn carries_key(record: &LogRecord) -> bool {
+    crate::record::envelope_of(record).is_ok_and(|e| e.idempotency_key.is_some())
 }
 
 /// Sleeps, returning early (with `true`) when cancelled.
