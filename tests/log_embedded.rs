@@ -275,6 +275,22 @@ async fn a_killed_member_process_loses_its_partitions_to_the_other() {
         }
     }
 
+    // A process that owns no partition cannot commit for the group's owners.
+    let log = EmbeddedLog::open(dir.path()).expect("open");
+    let topic = log
+        .topic(&stream, TOPIC)
+        .await
+        .expect("topic")
+        .expect("topic exists");
+    let refused = log.store_offset(&topic, "workers", 0, 0).await;
+    assert!(
+        matches!(refused, Err(LogError::NotOwner { partition: 0, .. })),
+        "commit for another process's partition: {refused:?}"
+    );
+    log.store_offset(&topic, "nobody", 0, 0)
+        .await
+        .expect("a group without members takes commits");
+
     second.kill().await;
     while a != all {
         a = owned_by(&mut first).await;

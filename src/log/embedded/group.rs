@@ -248,6 +248,24 @@ pub(super) fn store_offset(
     Ok(())
 }
 
+/// The process id of the live member owning a partition, if one does.
+pub(super) fn owner_pid(
+    conn: &Connection,
+    key: i64,
+    group: &str,
+    part: u32,
+    now: i64,
+) -> Result<Option<u32>, Fault> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT m.pid FROM group_owners o JOIN group_members m
+               ON m.topic_key = o.topic_key AND m.grp = o.grp AND m.member = o.member
+             WHERE o.topic_key = ?1 AND o.grp = ?2 AND o.part = ?3 AND m.lease_until >= ?4",
+        )?
+        .query_row(params![key, group, part, now], |row| row.get(0))
+        .optional()?)
+}
+
 /// Reads a group's committed offset.
 pub(super) fn committed_offset(
     conn: &Connection,

@@ -64,7 +64,11 @@
 //! each renewal a member keeps the partitions it owns up to its fair share
 //! (live members sorted by id; each gets ⌊P/n⌋ or ⌈P/n⌉), releases extras
 //! and claims free partitions. A partition row names one owner, so two live
-//! members never hold the same partition. When a member leaves, its rows go
+//! members never hold the same partition. An offset commit for a partition
+//! that a live member of *another process* owns is refused with
+//! [`LogError::NotOwner`] (as Iggy refuses it), so a member that lost its
+//! partition cannot move the new owner's offset back; with no live owner,
+//! or an owner in this process, the commit is stored. When a member leaves, its rows go
 //! at once and the others take its partitions on their next renewal; when
 //! its process dies, they take them once its lease has expired. An old owner
 //! may still be finishing a record when its partition moves: delivery is at
@@ -184,12 +188,21 @@ enum Write {
         done: oneshot::Sender<Result<(), LogError>>,
     },
     Commit {
-        topic_key: i64,
+        topic: Arc<TopicRow>,
         group: String,
         part: u32,
         offset: i64,
         done: oneshot::Sender<Result<(), LogError>>,
     },
+}
+
+impl Write {
+    /// Where the write's outcome goes.
+    fn into_done(self) -> oneshot::Sender<Result<(), LogError>> {
+        match self {
+            Write::Append { done, .. } | Write::Commit { done, .. } => done,
+        }
+    }
 }
 
 /// A record checked and ready to insert.
@@ -382,7 +395,7 @@ impl Core {
             return;
         }
         match commit_writes(&mut conn, &writes) {
-            Ok(()) => {
+            Ok(outcomes) => {
                 self.wake
                     .appended(writes.iter().filter_map(|write| match write {
                         Write::Append {
@@ -390,9 +403,8 @@ impl Core {
                         } => Some((*topic_key, *part)),
                         Write::Commit { .. } => None,
                     }));
-                for write in writes {
-                    let (Write::Append { done, .. } | Write::Commit { done, .. }) = write;
-                    let _ = done.send(Ok(()));
+                for (write, outcome) in writes.into_iter().zip(outcomes) {
+                    let _ = write.into_done().send(outcome);
                 }
             }
             Err(fault) => {
@@ -401,8 +413,9 @@ impl Core {
                     other => other.to_string(),
                 };
                 for write in writes {
-                    let (Write::Append { done, .. } | Write::Commit { done, .. }) = write;
-                    let _ = done.send(Err(LogError::Storage(message.clone())));
+                    let _ = write
+                        .into_done()
+                        .send(Err(LogError::Storage(message.clone())));
                 }
             }
         }
@@ -440,29 +453,49 @@ async fn submit(
     })
 }
 
-/// The group-commit transaction.
-fn commit_writes(conn: &mut Connection, writes: &[Write]) -> Result<(), Fault> {
+/// The group-commit transaction. A write refused on its own (an offset
+/// commit for another process's partition) changes nothing and is reported
+/// in its outcome; an SQLite error fails them all.
+fn commit_writes(
+    conn: &mut Connection,
+    writes: &[Write],
+) -> Result<Vec<Result<(), LogError>>, Fault> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let now = now_micros()?;
+    let mut outcomes = Vec::with_capacity(writes.len());
     for write in writes {
-        match write {
+        outcomes.push(match write {
             Write::Append {
                 topic_key,
                 part,
                 records,
                 ..
-            } => append_batch(&tx, *topic_key, *part, records, now)?,
+            } => {
+                append_batch(&tx, *topic_key, *part, records, now)?;
+                Ok(())
+            }
             Write::Commit {
-                topic_key,
+                topic,
                 group,
                 part,
                 offset,
                 ..
-            } => group::store_offset(&tx, *topic_key, group, *part, *offset)?,
-        }
+            } => match group::owner_pid(&tx, topic.key, group, *part, now)? {
+                Some(pid) if pid != std::process::id() => Err(LogError::NotOwner {
+                    stream: topic.stream.clone(),
+                    topic: topic.topic.clone(),
+                    group: group.clone(),
+                    partition: *part,
+                }),
+                _ => {
+                    group::store_offset(&tx, topic.key, group, *part, *offset)?;
+                    Ok(())
+                }
+            },
+        });
     }
     tx.commit()?;
-    Ok(())
+    Ok(outcomes)
 }
 
 /// Inserts one batch after the partition's last record.
@@ -850,7 +883,7 @@ impl Log for EmbeddedLog {
         row.check_partition(partition)?;
         let (done, report) = oneshot::channel();
         let write = Write::Commit {
-            topic_key: row.key,
+            topic: row,
             group: group.to_owned(),
             part: partition,
             offset,

@@ -124,10 +124,15 @@ pub(super) fn prepare(conn: &mut Connection, location: &str) -> Result<(), Fault
             ),
         ));
     }
+    if format_of(conn)? == (APPLICATION_ID, SCHEMA_VERSION) {
+        return Ok(());
+    }
+    // Not (yet) a log of this format: look again holding the write lock, so
+    // that of several processes opening a new directory at once, exactly
+    // one creates the schema.
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let application_id: i32 = tx.pragma_query_value(None, "application_id", |row| row.get(0))?;
-    let version: i32 = tx.pragma_query_value(None, "user_version", |row| row.get(0))?;
-    if application_id == APPLICATION_ID && version == SCHEMA_VERSION {
+    let (application_id, version) = format_of(&tx)?;
+    if (application_id, version) == (APPLICATION_ID, SCHEMA_VERSION) {
         return Ok(());
     }
     if application_id == APPLICATION_ID {
@@ -150,6 +155,13 @@ pub(super) fn prepare(conn: &mut Connection, location: &str) -> Result<(), Fault
     tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
     tx.commit()?;
     Ok(())
+}
+
+/// The database's `application_id` and `user_version`.
+fn format_of(conn: &Connection) -> Result<(i32, i32), Fault> {
+    let application_id = conn.pragma_query_value(None, "application_id", |row| row.get(0))?;
+    let version = conn.pragma_query_value(None, "user_version", |row| row.get(0))?;
+    Ok((application_id, version))
 }
 
 fn incompatible(location: &str, reason: String) -> Fault {
