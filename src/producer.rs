@@ -442,10 +442,13 @@ impl Producer {
             });
             by_partition.entry(partition).or_default().push(OutgoingRecord { headers, payload: envelope.encode() });
         }
-        for (partition, records) in by_partition {
+        // One append per partition, all in flight at once (the embedded log
+        // commits them together; Iggy takes them on one connection).
+        let appends = by_partition.into_iter().map(|(partition, records)| {
             let span = tracing::debug_span!("append", topic = %topic.topic, partition, records = records.len());
-            self.inner.log.append(topic, partition, records).instrument(span).await?;
-        }
+            self.inner.log.append(topic, partition, records).instrument(span)
+        });
+        futures_util::future::try_join_all(appends).await?;
         Ok(sent)
     }
 }

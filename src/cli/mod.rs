@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod ask;
+mod bench;
 mod context;
 mod examples;
 mod init;
@@ -47,6 +48,9 @@ pub enum Command {
     Tail(tail::TailArgs),
     /// Create the stream and agent topics (idempotent) and show them.
     Init(init::InitArgs),
+    /// Measure the log, round trips and worker throughput.
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
     /// Print annotated example sessions to copy.
     Examples,
     /// Check, decode and encode AGDX wire payloads (envelopes and capsules).
@@ -63,6 +67,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Worker(args) => block_on(worker::run(&global, args)),
         Command::Tail(args) => block_on(tail::run(&global, args)),
         Command::Init(args) => block_on(init::run(&global, args)),
+        Command::Bench(command) => block_on(bench::run(&global, command)),
         Command::Examples => {
             examples::run();
             ExitCode::SUCCESS

@@ -1,0 +1,107 @@
+//! `agdx bench`: throughput and latency figures on the chosen log.
+
+use clap::{Args, Subcommand};
+
+use agdx::bench::ask::{AskBenchOptions, run_ask_bench};
+use agdx::bench::log::{LogBenchOptions, PlainIggyTarget, run_log_bench};
+use agdx::bench::pipeline::{PipelineBenchOptions, run_pipeline_bench};
+
+use super::context::{Failure, Global};
+
+/// Benchmarks. Each runs in a new stream named `bench-...` (or
+/// `agdx-bench-...`) of the chosen log and leaves the agent topics alone.
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Append then poll records through the log port; on Iggy, also through
+    /// the plain iggy client on the same server, with the ratio ours/plain.
+    Log(LogArgs),
+    /// Round trips (ask → in-process echo worker → reply): latency percentiles and requests/s.
+    Ask(AskArgs),
+    /// Commands produced up front, then drained by a worker pool that
+    /// commits after each reply: commands/s for both phases.
+    Pipeline(PipelineArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct LogArgs {
+    /// Records to append and read back.
+    #[arg(long, default_value_t = 100_000)]
+    pub records: u64,
+    /// Payload bytes per record.
+    #[arg(long, value_name = "BYTES", default_value_t = 256)]
+    pub size: usize,
+    /// Records per append and per poll.
+    #[arg(long, default_value_t = 100)]
+    pub batch: u32,
+    /// Partitions of the bench topic.
+    #[arg(long, default_value_t = 4)]
+    pub partitions: u32,
+}
+
+#[derive(Debug, Args)]
+pub struct AskArgs {
+    /// Asks in flight at once.
+    #[arg(long, default_value_t = 8)]
+    pub concurrency: usize,
+    /// Asks in all.
+    #[arg(long, default_value_t = 2_000)]
+    pub requests: u64,
+    /// Body bytes per command.
+    #[arg(long, value_name = "BYTES", default_value_t = 64)]
+    pub size: usize,
+    /// Partitions of the bench topics.
+    #[arg(long, default_value_t = 8)]
+    pub partitions: u32,
+}
+
+#[derive(Debug, Args)]
+pub struct PipelineArgs {
+    /// Commands produced, then handled.
+    #[arg(long, default_value_t = 20_000)]
+    pub commands: u64,
+    /// Body bytes per command.
+    #[arg(long, value_name = "BYTES", default_value_t = 64)]
+    pub size: usize,
+    /// Commands per publish call while producing.
+    #[arg(long, default_value_t = 500)]
+    pub batch: usize,
+    /// Partitions of the bench topics (also how many are handled at once).
+    #[arg(long, default_value_t = 8)]
+    pub partitions: u32,
+}
+
+pub async fn run(global: &Global, command: BenchCommand) -> Result<(), Failure> {
+    let log = global.open().await?;
+    match command {
+        BenchCommand::Log(args) => {
+            let plain = PlainIggyTarget::for_spec(&global.spec()?);
+            let options = LogBenchOptions {
+                records: args.records,
+                size: args.size,
+                batch: args.batch,
+                partitions: args.partitions,
+                ..LogBenchOptions::default()
+            };
+            println!("{}", run_log_bench(log, plain, options).await?);
+        }
+        BenchCommand::Ask(args) => {
+            let options = AskBenchOptions {
+                concurrency: args.concurrency,
+                requests: args.requests,
+                size: args.size,
+                partitions: args.partitions,
+            };
+            println!("{}", run_ask_bench(log, options).await?);
+        }
+        BenchCommand::Pipeline(args) => {
+            let options = PipelineBenchOptions {
+                commands: args.commands,
+                size: args.size,
+                batch: args.batch,
+                partitions: args.partitions,
+            };
+            println!("{}", run_pipeline_bench(log, options).await?);
+        }
+    }
+    Ok(())
+}
