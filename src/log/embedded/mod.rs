@@ -64,20 +64,24 @@
 //! each renewal a member keeps the partitions it owns up to its fair share
 //! (live members sorted by id; each gets ⌊P/n⌋ or ⌈P/n⌉), releases extras
 //! and claims free partitions. A partition row names one owner, so two live
-//! members never hold the same partition. An offset commit for a partition
-//! that a live member of *another process* owns is refused with
-//! [`LogError::NotOwner`] (as Iggy refuses it), so a member that lost its
-//! partition cannot move the new owner's offset back; with no live owner,
-//! or an owner in this process, the commit is stored. When a member leaves, its rows go
-//! at once and the others take its partitions on their next renewal; when
-//! its process dies, they take them once its lease has expired. An old owner
-//! may still be finishing a record when its partition moves: delivery is at
-//! least once, and committing is what acknowledges.
+//! members never hold the same partition.
 //!
-//! Connections: one writer (records and offsets), one for group leases
+//! When a member leaves, its rows go at once and the others take its
+//! partitions on their next renewal; when its process dies (or the handle is
+//! dropped without leaving), they take them once its lease has expired. An
+//! old owner may still be finishing a record when its partition moves:
+//! delivery is at least once, and committing is what acknowledges. An offset
+//! commit for a partition that a live member of *another process* owns is
+//! refused with [`LogError::NotOwner`] (as Iggy refuses it), so a member that
+//! lost its partition cannot move the new owner's offset back; with no live
+//! owner, or an owner in this process, the commit is stored.
+//!
+//! # Connections
+//!
+//! One writer (records and offsets), one for group leases
 //! (`synchronous=NORMAL`: a lease is void after a reboot anyway) and a small
-//! pool of readers. All SQLite calls run on Tokio's blocking threads, never
-//! on the async workers.
+//! pool of readers, all used on Tokio's blocking threads, never on the async
+//! workers; plus the cross-process watcher's connection on its own thread.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
