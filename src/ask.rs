@@ -28,7 +28,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agdx_wire::{AgentEnvelope, AgentId, ChannelId, ContentType, CorrelationId, ErrorBody, ErrorCode, Kind, LogPosition};
+use agdx_wire::{
+    AgentEnvelope, AgentId, ChannelId, ContentType, CorrelationId, ErrorBody, ErrorCode, Kind,
+    LogPosition,
+};
 use dashmap::DashMap;
 use tokio::sync::{Mutex, mpsc};
 use tokio::task::JoinHandle;
@@ -61,8 +64,15 @@ pub enum AskError {
     #[error("the reply body could not be resolved: {0}")]
     ClaimCheck(#[from] ClaimCheckError),
     /// No terminal reply arrived in time.
-    #[error("no reply from {target} to operation '{operation}' (correlation {correlation}) within {waited:?}; is a worker for '{target}' running on this log (`agdx worker --agent {target} ...`)?")]
-    Timeout { target: String, operation: String, correlation: CorrelationId, waited: Duration },
+    #[error(
+        "no reply from {target} to operation '{operation}' (correlation {correlation}) within {waited:?}; is a worker for '{target}' running on this log (`agdx worker --agent {target} ...`)?"
+    )]
+    Timeout {
+        target: String,
+        operation: String,
+        correlation: CorrelationId,
+        waited: Duration,
+    },
 }
 
 impl AskError {
@@ -81,10 +91,19 @@ impl AskError {
 
 fn describe_end(end: &StreamEnd) -> String {
     match end {
-        StreamEnd::Finished { finish_reason, .. } => format!("finished ({})", finish_reason.as_deref().unwrap_or("no reason")),
-        StreamEnd::Failed(e) => format!("failed: {}", e.message.as_deref().unwrap_or(e.code.name())),
-        StreamEnd::Gap { expected, received } => format!("gap: chunk {expected} is missing (got {received})"),
-        StreamEnd::Abandoned { deadline_micros } => format!("abandoned: its deadline {deadline_micros} µs passed"),
+        StreamEnd::Finished { finish_reason, .. } => format!(
+            "finished ({})",
+            finish_reason.as_deref().unwrap_or("no reason")
+        ),
+        StreamEnd::Failed(e) => {
+            format!("failed: {}", e.message.as_deref().unwrap_or(e.code.name()))
+        }
+        StreamEnd::Gap { expected, received } => {
+            format!("gap: chunk {expected} is missing (got {received})")
+        }
+        StreamEnd::Abandoned { deadline_micros } => {
+            format!("abandoned: its deadline {deadline_micros} µs passed")
+        }
     }
 }
 
@@ -104,9 +123,13 @@ pub struct Reply {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Answer {
     /// A single `response`.
-    Response(Reply),
+    Response(Box<Reply>),
     /// A chunk stream that finished: the chunks' bytes in order.
-    Streamed { body: Vec<u8>, finish_reason: Option<String>, counters: StreamCounters },
+    Streamed {
+        body: Vec<u8>,
+        finish_reason: Option<String>,
+        counters: StreamCounters,
+    },
 }
 
 /// One step of a watched reply, in log order.
@@ -127,11 +150,15 @@ pub enum ReplyEvent {
 impl ReplyEvent {
     /// Whether nothing follows this event.
     pub fn is_terminal(&self) -> bool {
-        matches!(self, ReplyEvent::Response(_) | ReplyEvent::Error(_) | ReplyEvent::StreamEnd(_))
+        matches!(
+            self,
+            ReplyEvent::Response(_) | ReplyEvent::Error(_) | ReplyEvent::StreamEnd(_)
+        )
     }
 }
 
-type Waiters = DashMap<CorrelationId, mpsc::UnboundedSender<(AgentEnvelope, crate::log::LogRecord)>>;
+type Waiters =
+    DashMap<CorrelationId, mpsc::UnboundedSender<(AgentEnvelope, crate::log::LogRecord)>>;
 
 /// Sends commands and waits for their replies.
 pub struct Requester {
@@ -152,7 +179,12 @@ impl Drop for Requester {
 impl Requester {
     /// A requester sending through `producer` (its source is the asker).
     pub fn new(producer: Producer) -> Self {
-        Self { producer, clock: system_clock(), waiters: Arc::new(DashMap::new()), readers: Mutex::new(HashMap::new()) }
+        Self {
+            producer,
+            clock: system_clock(),
+            waiters: Arc::new(DashMap::new()),
+            readers: Mutex::new(HashMap::new()),
+        }
     }
 
     /// Uses `clock` for stream abandonment deadlines.
@@ -170,14 +202,20 @@ impl Requester {
     /// registered and the reply partition's tail observed before the command
     /// is sent, so no reply can be missed.
     pub async fn send(&self, request: CommandRequest) -> Result<ReplyWatch, AskError> {
-        let target = request.target.as_ref().map_or_else(|| "any agent".to_owned(), AgentId::to_string);
+        let target = request
+            .target
+            .as_ref()
+            .map_or_else(|| "any agent".to_owned(), AgentId::to_string);
         let operation = request.operation.clone().unwrap_or_default();
         let (outgoing, correlation) = self.producer.build_command(request);
         let responses = self.producer.topology().responses.clone();
         let partition = Producer::partition_of(&responses, outgoing.envelope.conversation);
         let (tx, rx) = mpsc::unbounded_channel();
         self.waiters.insert(correlation, tx);
-        let guard = WaiterGuard { waiters: self.waiters.clone(), correlation };
+        let guard = WaiterGuard {
+            waiters: self.waiters.clone(),
+            correlation,
+        };
         self.ensure_reader(&responses, partition).await?;
         let span = tracing::info_span!(
             "ask",
@@ -209,21 +247,31 @@ impl Requester {
     }
 
     /// Sends `request` and waits up to `timeout` for the first terminal reply.
-    pub async fn ask(&self, request: CommandRequest, timeout: Duration) -> Result<Answer, AskError> {
+    pub async fn ask(
+        &self,
+        request: CommandRequest,
+        timeout: Duration,
+    ) -> Result<Answer, AskError> {
         let mut watch = self.send(request).await?;
         let deadline = Instant::now() + timeout;
         let mut body = Vec::new();
         loop {
             match watch.next_until(deadline).await? {
                 ReplyEvent::Status(_) => {}
-                ReplyEvent::Response(reply) => return Ok(Answer::Response(reply)),
+                ReplyEvent::Response(reply) => return Ok(Answer::Response(Box::new(reply))),
                 ReplyEvent::Error(error) => return Err(AskError::Remote(error)),
                 ReplyEvent::Chunk { body: chunk, .. } => body.extend_from_slice(&chunk),
                 ReplyEvent::StreamEnd(StreamEnd::Finished { finish_reason, .. }) => {
                     let counters = watch.stream_counters().unwrap_or_default();
-                    return Ok(Answer::Streamed { body, finish_reason, counters });
+                    return Ok(Answer::Streamed {
+                        body,
+                        finish_reason,
+                        counters,
+                    });
                 }
-                ReplyEvent::StreamEnd(StreamEnd::Failed(error)) => return Err(AskError::Remote(error)),
+                ReplyEvent::StreamEnd(StreamEnd::Failed(error)) => {
+                    return Err(AskError::Remote(error));
+                }
                 ReplyEvent::StreamEnd(end) => return Err(AskError::StreamBroken(end)),
             }
         }
@@ -241,8 +289,17 @@ impl Requester {
             return Ok(());
         }
         let log = self.producer.log().clone();
-        let from = log.last_offset(responses, partition).await?.map_or(0, |last| last + 1);
-        let reader = tokio::spawn(read_replies(log, responses.clone(), partition, from, self.waiters.clone()));
+        let from = log
+            .last_offset(responses, partition)
+            .await?
+            .map_or(0, |last| last + 1);
+        let reader = tokio::spawn(read_replies(
+            log,
+            responses.clone(),
+            partition,
+            from,
+            self.waiters.clone(),
+        ));
         readers.insert(partition, reader);
         Ok(())
     }
@@ -250,16 +307,29 @@ impl Requester {
 
 /// Reads one reply partition and hands each record to the waiter of its
 /// correlation; records nobody waits for are skipped.
-async fn read_replies(log: SharedLog, topic: TopicInfo, partition: u32, mut from: u64, waiters: Arc<Waiters>) {
+async fn read_replies(
+    log: SharedLog,
+    topic: TopicInfo,
+    partition: u32,
+    mut from: u64,
+    waiters: Arc<Waiters>,
+) {
     let mut failures = 0u32;
     loop {
-        match log.poll(&topic, partition, from, 512, DEFAULT_POLL_WAIT).await {
+        match log
+            .poll(&topic, partition, from, 512, DEFAULT_POLL_WAIT)
+            .await
+        {
             Ok(records) => {
                 failures = 0;
                 for record in records {
                     from = record.position.offset + 1;
-                    let Ok(envelope) = envelope_of(&record) else { continue };
-                    let Some(correlation) = envelope.correlation else { continue };
+                    let Ok(envelope) = envelope_of(&record) else {
+                        continue;
+                    };
+                    let Some(correlation) = envelope.correlation else {
+                        continue;
+                    };
                     if let Some(waiter) = waiters.get(&correlation) {
                         let _ = waiter.send((envelope, record));
                     }
@@ -333,19 +403,27 @@ impl ReplyWatch {
             if self.ended {
                 // Nothing more will be reported, but records still arriving are
                 // read until the deadline so the stream counts them as late.
-                while let Ok(Some((envelope, record))) = tokio::time::timeout_at(deadline, self.rx.recv()).await {
+                while let Ok(Some((envelope, record))) =
+                    tokio::time::timeout_at(deadline, self.rx.recv()).await
+                {
                     self.apply(envelope, record).await?;
                 }
                 return Err(self.timeout());
             }
             // Wake at the stream's abandonment deadline even when nothing arrives.
-            let wake = self.abandon_instant().map_or(deadline, |at| at.min(deadline));
+            let wake = self
+                .abandon_instant()
+                .map_or(deadline, |at| at.min(deadline));
             let received = tokio::time::timeout_at(wake, self.rx.recv()).await;
             match received {
                 Ok(Some((envelope, record))) => self.apply(envelope, record).await?,
                 Ok(None) => return Err(self.timeout()),
                 Err(_) => {
-                    if let Some(event) = self.stream.as_mut().and_then(|s| s.tick(self.clock.now_micros())) {
+                    if let Some(event) = self
+                        .stream
+                        .as_mut()
+                        .and_then(|s| s.tick(self.clock.now_micros()))
+                    {
                         self.ended = true;
                         return Ok(stream_event(event));
                     }
@@ -362,7 +440,13 @@ impl ReplyWatch {
             target: self.target.clone(),
             operation: self.operation.clone(),
             correlation: self.correlation,
-            waited: Duration::from_millis(self.sent_at.elapsed().as_millis().try_into().unwrap_or(u64::MAX)),
+            waited: Duration::from_millis(
+                self.sent_at
+                    .elapsed()
+                    .as_millis()
+                    .try_into()
+                    .unwrap_or(u64::MAX),
+            ),
         }
     }
 
@@ -372,7 +456,11 @@ impl ReplyWatch {
         Some(Instant::now() + Duration::from_micros(deadline.saturating_sub(now).saturating_add(1)))
     }
 
-    async fn apply(&mut self, envelope: AgentEnvelope, record: crate::log::LogRecord) -> Result<(), AskError> {
+    async fn apply(
+        &mut self,
+        envelope: AgentEnvelope,
+        record: crate::log::LogRecord,
+    ) -> Result<(), AskError> {
         if self.ended {
             if let Some(stream) = self.stream.as_mut() {
                 stream.push(&envelope, self.clock.now_micros());
@@ -382,7 +470,9 @@ impl ReplyWatch {
         let now = self.clock.now_micros();
         match (envelope.kind, envelope.channel) {
             (Kind::Chunk, Some(channel)) | (Kind::Error, Some(channel)) => {
-                let stream = self.stream.get_or_insert_with(|| StreamAssembler::new(channel));
+                let stream = self
+                    .stream
+                    .get_or_insert_with(|| StreamAssembler::new(channel));
                 for event in stream.push(&envelope, now) {
                     self.ended |= matches!(event, StreamEvent::End(_));
                     self.pending.push(stream_event(event));
@@ -396,7 +486,9 @@ impl ReplyWatch {
             (Kind::Error, None) => {
                 self.ended = true;
                 let error = ErrorBody::decode_valid(&envelope.body).unwrap_or_else(|e| {
-                    ErrorBody::new(ErrorCode::Internal).with_message(format!("the agent replied with an unreadable error body: {e}"))
+                    ErrorBody::new(ErrorCode::Internal).with_message(format!(
+                        "the agent replied with an unreadable error body: {e}"
+                    ))
                 });
                 self.pending.push(ReplyEvent::Error(error));
             }
@@ -409,13 +501,23 @@ impl ReplyWatch {
         Ok(())
     }
 
-    async fn resolve(&self, envelope: AgentEnvelope, record: crate::log::LogRecord) -> Result<Reply, AskError> {
+    async fn resolve(
+        &self,
+        envelope: AgentEnvelope,
+        record: crate::log::LogRecord,
+    ) -> Result<Reply, AskError> {
         let content_type = content_type_of(&record);
         let body = match (content_type, self.producer.claim_check()) {
             (ContentType::Ref, Some(check)) => check.resolve(&envelope.body).await?,
             _ => envelope.body.clone(),
         };
-        Ok(Reply { envelope, position: record.position, timestamp_micros: record.timestamp_micros, content_type, body })
+        Ok(Reply {
+            envelope,
+            position: record.position,
+            timestamp_micros: record.timestamp_micros,
+            content_type,
+            body,
+        })
     }
 }
 

@@ -14,10 +14,14 @@ use async_trait::async_trait;
 #[derive(Debug, thiserror::Error)]
 pub enum BlobError {
     /// The reference is not one this store understands.
-    #[error("blob reference {0:?} is not a reference of this store (expected `blob:sha256:<64 hex digits>`)")]
+    #[error(
+        "blob reference {0:?} is not a reference of this store (expected `blob:sha256:<64 hex digits>`)"
+    )]
     UnknownReference(String),
     /// The blob is not in the store.
-    #[error("blob {reference} is not in the blob store at {dir}: was the body written to another machine's store?")]
+    #[error(
+        "blob {reference} is not in the blob store at {dir}: was the body written to another machine's store?"
+    )]
     NotFound { reference: String, dir: PathBuf },
     /// Reading or writing the store failed.
     #[error("blob store at {dir}: {source}")]
@@ -76,13 +80,20 @@ impl DirBlobStore {
     pub fn path_of(&self, reference: &str) -> Result<PathBuf, BlobError> {
         let hex = reference
             .strip_prefix(REFERENCE_PREFIX)
-            .filter(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()))
+            .filter(|h| {
+                h.len() == 64
+                    && h.bytes()
+                        .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+            })
             .ok_or_else(|| BlobError::UnknownReference(reference.to_owned()))?;
         Ok(self.dir.join(hex))
     }
 
     fn io(&self, source: std::io::Error) -> BlobError {
-        BlobError::Io { dir: self.dir.clone(), source }
+        BlobError::Io {
+            dir: self.dir.clone(),
+            source,
+        }
     }
 }
 
@@ -117,9 +128,10 @@ impl BlobStore for DirBlobStore {
         let path = self.path_of(reference)?;
         match tokio::fs::read(&path).await {
             Ok(bytes) => Ok(bytes),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                Err(BlobError::NotFound { reference: reference.to_owned(), dir: self.dir.clone() })
-            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(BlobError::NotFound {
+                reference: reference.to_owned(),
+                dir: self.dir.clone(),
+            }),
             Err(e) => Err(self.io(e)),
         }
     }
@@ -129,6 +141,9 @@ impl BlobStore for DirBlobStore {
 fn tempfile_in(dir: &Path) -> std::io::Result<(PathBuf, std::fs::File)> {
     let name = format!(".tmp-{}-{}", std::process::id(), ulid::Ulid::new());
     let path = dir.join(name);
-    let file = std::fs::OpenOptions::new().write(true).create_new(true).open(&path)?;
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&path)?;
     Ok((path, file))
 }

@@ -33,13 +33,27 @@ pub enum ClaimCheckError {
     #[error(transparent)]
     Blob(#[from] BlobError),
     /// The fetched bytes have another size than the BodyRef pins.
-    #[error("claim-checked body {reference} has {actual} bytes but its BodyRef says {expected}; the blob was changed or truncated after it was sent")]
-    SizeMismatch { reference: String, expected: u64, actual: u64 },
+    #[error(
+        "claim-checked body {reference} has {actual} bytes but its BodyRef says {expected}; the blob was changed or truncated after it was sent"
+    )]
+    SizeMismatch {
+        reference: String,
+        expected: u64,
+        actual: u64,
+    },
     /// The fetched bytes have another SHA-256 than the BodyRef pins.
-    #[error("claim-checked body {reference} has SHA-256 {actual} but its BodyRef says {expected}; the blob was tampered with or replaced")]
-    DigestMismatch { reference: String, expected: String, actual: String },
+    #[error(
+        "claim-checked body {reference} has SHA-256 {actual} but its BodyRef says {expected}; the blob was tampered with or replaced"
+    )]
+    DigestMismatch {
+        reference: String,
+        expected: String,
+        actual: String,
+    },
     /// The BodyRef says the blob is encrypted, which this reader cannot undo.
-    #[error("claim-checked body {reference} is encrypted (scheme {scheme}); this reader only handles plaintext blobs")]
+    #[error(
+        "claim-checked body {reference} is encrypted (scheme {scheme}); this reader only handles plaintext blobs"
+    )]
     Encrypted { reference: String, scheme: u8 },
 }
 
@@ -73,21 +87,31 @@ impl ClaimCheck {
 
     /// Stores `body` when it is over the threshold and returns what to send:
     /// the BodyRef and content type `ref`, or the body unchanged.
-    pub async fn outgoing(&self, body: Vec<u8>, content_type: ContentType) -> Result<(Vec<u8>, ContentType), ClaimCheckError> {
+    pub async fn outgoing(
+        &self,
+        body: Vec<u8>,
+        content_type: ContentType,
+    ) -> Result<(Vec<u8>, ContentType), ClaimCheckError> {
         if body.len() <= self.threshold {
             return Ok((body, content_type));
         }
         let sha256: [u8; 32] = Sha256::digest(&body).into();
         let size_bytes = body.len() as u64;
         let reference = self.store.put(body, sha256).await?;
-        Ok((BodyRef::new(reference, size_bytes, sha256).encode(), ContentType::Ref))
+        Ok((
+            BodyRef::new(reference, size_bytes, sha256).encode(),
+            ContentType::Ref,
+        ))
     }
 
     /// Fetches and verifies the bytes a BodyRef body points at.
     pub async fn resolve(&self, body_ref_bytes: &[u8]) -> Result<Vec<u8>, ClaimCheckError> {
         let body_ref = BodyRef::decode_valid(body_ref_bytes)?;
         if let Some(scheme) = body_ref.encryption {
-            return Err(ClaimCheckError::Encrypted { reference: body_ref.reference, scheme });
+            return Err(ClaimCheckError::Encrypted {
+                reference: body_ref.reference,
+                scheme,
+            });
         }
         let bytes = self.store.get(&body_ref.reference).await?;
         if bytes.len() as u64 != body_ref.size_bytes {

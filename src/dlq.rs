@@ -4,14 +4,29 @@
 //! where it sat, why it was set aside and after how many attempts, so it can
 //! be inspected and re-appended unchanged.
 
-use agdx_wire::{ContentType, DeadLetter, DeadLetterReason, HEADER_CONTENT_TYPE, HEADER_WIRE_VERSION, HeaderValue, LogPosition, WIRE_VERSION};
+use agdx_wire::{
+    ContentType, DeadLetter, DeadLetterReason, HEADER_CONTENT_TYPE, HEADER_WIRE_VERSION,
+    HeaderValue, LogPosition, WIRE_VERSION,
+};
 
 use crate::log::{OutgoingRecord, TopicInfo};
 
 /// The capsule for the record at `source` with its original `payload`.
-pub fn dead_letter(source: LogPosition, reason: DeadLetterReason, attempts: u32, detail: impl Into<String>, payload: Vec<u8>) -> DeadLetter {
+pub fn dead_letter(
+    source: LogPosition,
+    reason: DeadLetterReason,
+    attempts: u32,
+    detail: impl Into<String>,
+    payload: Vec<u8>,
+) -> DeadLetter {
     let detail = detail.into();
-    DeadLetter { source, reason, attempts, detail: (!detail.is_empty()).then_some(detail), payload }
+    DeadLetter {
+        source,
+        reason,
+        attempts,
+        detail: (!detail.is_empty()).then_some(detail),
+        payload,
+    }
 }
 
 /// The log record carrying a capsule, and the partition of `dlq` it goes
@@ -19,9 +34,21 @@ pub fn dead_letter(source: LogPosition, reason: DeadLetterReason, attempts: u32,
 /// count), so one conversation's dead letters stay in order.
 pub fn dead_letter_record(dlq: &TopicInfo, capsule: &DeadLetter) -> (u32, OutgoingRecord) {
     let headers = vec![
-        (HEADER_CONTENT_TYPE.to_owned(), HeaderValue::u8(ContentType::Cbor.code())),
-        (HEADER_WIRE_VERSION.to_owned(), HeaderValue::u32(WIRE_VERSION)),
+        (
+            HEADER_CONTENT_TYPE.to_owned(),
+            HeaderValue::u8(ContentType::Cbor.code()),
+        ),
+        (
+            HEADER_WIRE_VERSION.to_owned(),
+            HeaderValue::u32(WIRE_VERSION),
+        ),
     ];
     let partition = capsule.source.partition % dlq.partitions.max(1);
-    (partition, OutgoingRecord { headers, payload: capsule.encode() })
+    (
+        partition,
+        OutgoingRecord {
+            headers,
+            payload: capsule.encode(),
+        },
+    )
 }

@@ -91,10 +91,17 @@ impl ProcessedKeys {
     /// Opens (creating when needed) the store in directory `dir`.
     pub fn open(dir: &Path) -> Result<Self, StoreError> {
         let path = dir.join(FILE);
-        let sqlite = |source| StoreError::Sqlite { path: path.clone(), source };
-        std::fs::create_dir_all(dir).map_err(|source| StoreError::Io { path: dir.to_owned(), source })?;
+        let sqlite = |source| StoreError::Sqlite {
+            path: path.clone(),
+            source,
+        };
+        std::fs::create_dir_all(dir).map_err(|source| StoreError::Io {
+            path: dir.to_owned(),
+            source,
+        })?;
         let conn = Connection::open(&path).map_err(sqlite)?;
-        conn.busy_timeout(std::time::Duration::from_secs(30)).map_err(sqlite)?;
+        conn.busy_timeout(std::time::Duration::from_secs(30))
+            .map_err(sqlite)?;
         conn.execute_batch(
             "PRAGMA journal_mode=WAL;
              PRAGMA synchronous=FULL;
@@ -108,7 +115,11 @@ impl ProcessedKeys {
                  PRIMARY KEY (agent, stream_id, topic_id, partition)) WITHOUT ROWID;",
         )
         .map_err(sqlite)?;
-        Ok(Self { path, conn: Arc::new(Mutex::new(conn)), catching_up: Arc::default() })
+        Ok(Self {
+            path,
+            conn: Arc::new(Mutex::new(conn)),
+            catching_up: Arc::default(),
+        })
     }
 
     /// The database file.
@@ -132,16 +143,27 @@ impl ProcessedKeys {
 
     /// The stored replies of a processed key, `None` when it was never processed.
     pub async fn get(&self, scope: &KeyScope) -> Result<Option<Vec<Outgoing>>, StoreError> {
-        let (agent, source, key) = (scope.agent.to_string(), scope.source.to_string(), scope.key.to_string());
+        let (agent, source, key) = (
+            scope.agent.to_string(),
+            scope.source.to_string(),
+            scope.key.to_string(),
+        );
         let blob: Option<Vec<u8>> = self
             .with_conn(move |c| {
-                c.prepare_cached("SELECT replies FROM processed WHERE agent = ?1 AND source = ?2 AND key = ?3")?
-                    .query_row(params![agent, source, key], |row| row.get(0))
-                    .optional()
+                c.prepare_cached(
+                    "SELECT replies FROM processed WHERE agent = ?1 AND source = ?2 AND key = ?3",
+                )?
+                .query_row(params![agent, source, key], |row| row.get(0))
+                .optional()
             })
             .await?;
-        blob.map(|b| decode_replies(&b).map_err(|detail| StoreError::Damaged { path: self.path.clone(), detail }))
-            .transpose()
+        blob.map(|b| {
+            decode_replies(&b).map_err(|detail| StoreError::Damaged {
+                path: self.path.clone(),
+                detail,
+            })
+        })
+        .transpose()
     }
 
     /// Records processed keys with their replies, all in one transaction.
@@ -173,11 +195,18 @@ impl ProcessedKeys {
     /// Reads every partition of `responses` from where the last catch-up
     /// for `agent` stopped up to its end, and records every keyed `response`
     /// that `agent` published. Returns how many keys it added.
-    pub async fn catch_up(&self, log: &SharedLog, responses: &TopicInfo, agent: &AgentId) -> Result<usize, StoreError> {
+    pub async fn catch_up(
+        &self,
+        log: &SharedLog,
+        responses: &TopicInfo,
+        agent: &AgentId,
+    ) -> Result<usize, StoreError> {
         let _one_at_a_time = self.catching_up.lock().await;
         let mut added = 0;
         for partition in 0..responses.partitions {
-            added += self.catch_up_partition(log, responses, partition, agent).await?;
+            added += self
+                .catch_up_partition(log, responses, partition, agent)
+                .await?;
         }
         Ok(added)
     }
@@ -189,7 +218,12 @@ impl ProcessedKeys {
         partition: u32,
         agent: &AgentId,
     ) -> Result<usize, StoreError> {
-        let ids = (agent.to_string(), responses.stream_id, responses.topic_id, partition);
+        let ids = (
+            agent.to_string(),
+            responses.stream_id,
+            responses.topic_id,
+            partition,
+        );
         let key = ids.clone();
         let mut next: u64 = self
             .with_conn(move |c| {
@@ -201,17 +235,26 @@ impl ProcessedKeys {
             })
             .await?
             .map_or(0, |n| u64::try_from(n).unwrap_or(0));
-        let Some(last) = log.last_offset(responses, partition).await? else { return Ok(0) };
+        let Some(last) = log.last_offset(responses, partition).await? else {
+            return Ok(0);
+        };
         let mut added = 0;
         while next <= last {
-            let records = log.poll(responses, partition, next, 1024, std::time::Duration::ZERO).await?;
+            let records = log
+                .poll(responses, partition, next, 1024, std::time::Duration::ZERO)
+                .await?;
             let Some(tail) = records.last() else { break };
             next = tail.position.offset + 1;
             let mut entries = Vec::new();
             for record in &records {
-                let Ok(envelope) = envelope_of(record) else { continue };
+                let Ok(envelope) = envelope_of(record) else {
+                    continue;
+                };
                 if let Some(scope) = keyed_response_scope(&envelope, agent) {
-                    entries.push((scope, vec![Outgoing::new(envelope, content_type_of(record))]));
+                    entries.push((
+                        scope,
+                        vec![Outgoing::new(envelope, content_type_of(record))],
+                    ));
                 }
             }
             added += entries.len();
@@ -237,7 +280,11 @@ fn keyed_response_scope(envelope: &AgentEnvelope, agent: &AgentId) -> Option<Key
     if envelope.kind != Kind::Response || &envelope.source != agent {
         return None;
     }
-    Some(KeyScope { agent: agent.clone(), source: envelope.target.clone()?, key: envelope.idempotency_key.clone()? })
+    Some(KeyScope {
+        agent: agent.clone(),
+        source: envelope.target.clone()?,
+        key: envelope.idempotency_key.clone()?,
+    })
 }
 
 /// Replies are stored as a sequence of (content-type code u8, length u32 BE, envelope bytes).
@@ -256,12 +303,18 @@ fn decode_replies(mut blob: &[u8]) -> Result<Vec<Outgoing>, String> {
     let mut replies = Vec::new();
     while let [ct, a, b, c, d, rest @ ..] = blob {
         let len = u32::from_be_bytes([*a, *b, *c, *d]) as usize;
-        let bytes = rest.get(..len).ok_or_else(|| format!("a reply claims {len} bytes, {} remain", rest.len()))?;
+        let bytes = rest
+            .get(..len)
+            .ok_or_else(|| format!("a reply claims {len} bytes, {} remain", rest.len()))?;
         let envelope = AgentEnvelope::decode(bytes).map_err(|e| e.to_string())?;
         replies.push(Outgoing::new(envelope, ContentType::from_code(*ct)));
         blob = &rest[len..];
     }
-    if blob.is_empty() { Ok(replies) } else { Err(format!("{} stray bytes at the end", blob.len())) }
+    if blob.is_empty() {
+        Ok(replies)
+    } else {
+        Err(format!("{} stray bytes at the end", blob.len()))
+    }
 }
 
 #[cfg(test)]
@@ -278,7 +331,10 @@ mod tests {
             CorrelationId::from_u128(3),
             b"ok".to_vec(),
         );
-        let replies = vec![Outgoing::new(env.clone(), ContentType::Json), Outgoing::new(env, ContentType::Raw)];
+        let replies = vec![
+            Outgoing::new(env.clone(), ContentType::Json),
+            Outgoing::new(env, ContentType::Raw),
+        ];
         assert_eq!(decode_replies(&encode_replies(&replies)).unwrap(), replies);
         let blob = encode_replies(&replies);
         assert!(decode_replies(&blob[..blob.len() - 1]).is_err());

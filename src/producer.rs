@@ -216,7 +216,10 @@ pub struct Outgoing {
 impl Outgoing {
     /// Pairs an envelope with its body's content type.
     pub fn new(envelope: AgentEnvelope, content_type: ContentType) -> Self {
-        Self { envelope, content_type }
+        Self {
+            envelope,
+            content_type,
+        }
     }
 }
 
@@ -241,7 +244,14 @@ struct ProducerInner {
 impl Producer {
     /// A producer writing as `source` into `topology` on `log`.
     pub fn new(log: SharedLog, topology: Topology, source: AgentId) -> Self {
-        Self { inner: Arc::new(ProducerInner { log, topology, source, claim_check: None }) }
+        Self {
+            inner: Arc::new(ProducerInner {
+                log,
+                topology,
+                source,
+                claim_check: None,
+            }),
+        }
     }
 
     /// Claim-checks large bodies (see [`ClaimCheck`]).
@@ -286,12 +296,16 @@ impl Producer {
     /// are minted when the request has none.
     pub async fn command(&self, request: CommandRequest) -> Result<Sent, ProduceError> {
         let (outgoing, _) = self.build_command(request);
-        self.publish_one(&self.inner.topology.commands, outgoing).await
+        self.publish_one(&self.inner.topology.commands, outgoing)
+            .await
     }
 
     /// Sends many commands, one append per partition.
     pub async fn commands(&self, requests: Vec<CommandRequest>) -> Result<Vec<Sent>, ProduceError> {
-        let outgoing = requests.into_iter().map(|r| self.build_command(r).0).collect();
+        let outgoing = requests
+            .into_iter()
+            .map(|r| self.build_command(r).0)
+            .collect();
         self.publish(&self.inner.topology.commands, outgoing).await
     }
 
@@ -326,9 +340,19 @@ impl Producer {
     }
 
     /// The `response` envelope answering `to` (not sent).
-    pub fn response_envelope(&self, to: &ReplyTo, body: Vec<u8>, content_type: ContentType) -> Outgoing {
-        let mut envelope =
-            AgentEnvelope::response(new_record_id(), to.conversation, self.inner.source.clone(), to.correlation, body);
+    pub fn response_envelope(
+        &self,
+        to: &ReplyTo,
+        body: Vec<u8>,
+        content_type: ContentType,
+    ) -> Outgoing {
+        let mut envelope = AgentEnvelope::response(
+            new_record_id(),
+            to.conversation,
+            self.inner.source.clone(),
+            to.correlation,
+            body,
+        );
         if let Some(key) = &to.idempotency_key {
             envelope = envelope.with_idempotency_key(key.clone());
         }
@@ -337,21 +361,33 @@ impl Producer {
 
     /// The `error` envelope answering `to` (not sent).
     pub fn error_envelope(&self, to: &ReplyTo, error: &ErrorBody) -> Outgoing {
-        let envelope =
-            AgentEnvelope::error(new_record_id(), to.conversation, self.inner.source.clone(), to.correlation, error);
+        let envelope = AgentEnvelope::error(
+            new_record_id(),
+            to.conversation,
+            self.inner.source.clone(),
+            to.correlation,
+            error,
+        );
         Outgoing::new(to.address(envelope), ContentType::Cbor)
     }
 
     /// Answers a command with a `response` on `agent.responses`.
-    pub async fn respond(&self, to: &ReplyTo, body: Vec<u8>, content_type: ContentType) -> Result<Sent, ProduceError> {
+    pub async fn respond(
+        &self,
+        to: &ReplyTo,
+        body: Vec<u8>,
+        content_type: ContentType,
+    ) -> Result<Sent, ProduceError> {
         let outgoing = self.response_envelope(to, body, content_type);
-        self.publish_one(&self.inner.topology.responses, outgoing).await
+        self.publish_one(&self.inner.topology.responses, outgoing)
+            .await
     }
 
     /// Answers a command with an `error` on `agent.responses`.
     pub async fn fail(&self, to: &ReplyTo, error: &ErrorBody) -> Result<Sent, ProduceError> {
         let outgoing = self.error_envelope(to, error);
-        self.publish_one(&self.inner.topology.responses, outgoing).await
+        self.publish_one(&self.inner.topology.responses, outgoing)
+            .await
     }
 
     /// Publishes a fire-and-forget `event` on `agent.commands`, in
@@ -364,37 +400,85 @@ impl Producer {
         content_type: ContentType,
     ) -> Result<Sent, ProduceError> {
         let conversation = conversation.unwrap_or_else(new_conversation_id);
-        let mut envelope = AgentEnvelope::event(new_record_id(), conversation, self.inner.source.clone(), body);
+        let mut envelope = AgentEnvelope::event(
+            new_record_id(),
+            conversation,
+            self.inner.source.clone(),
+            body,
+        );
         if let Some(op) = operation {
             envelope = envelope.with_operation(op);
         }
-        self.publish_one(&self.inner.topology.commands, Outgoing::new(envelope, content_type)).await
+        self.publish_one(
+            &self.inner.topology.commands,
+            Outgoing::new(envelope, content_type),
+        )
+        .await
     }
 
     /// Reports where the task of the request `to` stands (`status` `task`
     /// on `agent.responses`).
     pub async fn status_task(&self, to: &ReplyTo, state: TaskState) -> Result<Sent, ProduceError> {
-        let envelope =
-            AgentEnvelope::status_task(new_record_id(), to.conversation, self.inner.source.clone(), to.correlation, state);
-        self.publish_one(&self.inner.topology.responses, Outgoing::new(to.address(envelope), ContentType::Raw)).await
+        let envelope = AgentEnvelope::status_task(
+            new_record_id(),
+            to.conversation,
+            self.inner.source.clone(),
+            to.correlation,
+            state,
+        );
+        self.publish_one(
+            &self.inner.topology.responses,
+            Outgoing::new(to.address(envelope), ContentType::Raw),
+        )
+        .await
     }
 
     /// Reports progress in `conversation` (`status` `progress` on `agent.responses`).
-    pub async fn status_progress(&self, conversation: ConversationId, body: Vec<u8>, content_type: ContentType) -> Result<Sent, ProduceError> {
-        let envelope = AgentEnvelope::status_progress(new_record_id(), conversation, self.inner.source.clone(), body);
-        self.publish_one(&self.inner.topology.responses, Outgoing::new(envelope, content_type)).await
+    pub async fn status_progress(
+        &self,
+        conversation: ConversationId,
+        body: Vec<u8>,
+        content_type: ContentType,
+    ) -> Result<Sent, ProduceError> {
+        let envelope = AgentEnvelope::status_progress(
+            new_record_id(),
+            conversation,
+            self.inner.source.clone(),
+            body,
+        );
+        self.publish_one(
+            &self.inner.topology.responses,
+            Outgoing::new(envelope, content_type),
+        )
+        .await
     }
 
     /// Publishes this agent's card (`status` `card` on `agent.registry`).
     pub async fn status_card(&self, card: &AgentCard) -> Result<Sent, ProduceError> {
-        let conversation = ConversationId::from_u128(xxhash_rust::xxh3::xxh3_128(self.inner.source.as_str().as_bytes()));
-        let envelope = AgentEnvelope::status_card(new_record_id(), conversation, self.inner.source.clone(), card);
-        self.publish_one(&self.inner.topology.registry, Outgoing::new(envelope, ContentType::Cbor)).await
+        let conversation = ConversationId::from_u128(xxhash_rust::xxh3::xxh3_128(
+            self.inner.source.as_str().as_bytes(),
+        ));
+        let envelope = AgentEnvelope::status_card(
+            new_record_id(),
+            conversation,
+            self.inner.source.clone(),
+            card,
+        );
+        self.publish_one(
+            &self.inner.topology.registry,
+            Outgoing::new(envelope, ContentType::Cbor),
+        )
+        .await
     }
 
     /// Opens a chunk stream answering `to`, for `purpose`, optionally
     /// abandoned by readers after `deadline_micros`.
-    pub fn stream(&self, to: &ReplyTo, purpose: StreamPurpose, deadline_micros: Option<u64>) -> ChunkWriter {
+    pub fn stream(
+        &self,
+        to: &ReplyTo,
+        purpose: StreamPurpose,
+        deadline_micros: Option<u64>,
+    ) -> ChunkWriter {
         ChunkWriter {
             producer: self.clone(),
             to: to.clone(),
@@ -411,17 +495,29 @@ impl Producer {
     }
 
     /// Publishes one envelope to `topic`.
-    pub async fn publish_one(&self, topic: &TopicInfo, outgoing: Outgoing) -> Result<Sent, ProduceError> {
+    pub async fn publish_one(
+        &self,
+        topic: &TopicInfo,
+        outgoing: Outgoing,
+    ) -> Result<Sent, ProduceError> {
         let mut sent = self.publish(topic, vec![outgoing]).await?;
         Ok(sent.remove(0))
     }
 
     /// Validates, claim-checks and appends `items` to `topic`, one append per
     /// partition; nothing is sent when any item is invalid.
-    pub async fn publish(&self, topic: &TopicInfo, items: Vec<Outgoing>) -> Result<Vec<Sent>, ProduceError> {
+    pub async fn publish(
+        &self,
+        topic: &TopicInfo,
+        items: Vec<Outgoing>,
+    ) -> Result<Vec<Sent>, ProduceError> {
         let mut by_partition: BTreeMap<u32, Vec<OutgoingRecord>> = BTreeMap::new();
         let mut sent = Vec::with_capacity(items.len());
-        for Outgoing { mut envelope, content_type } in items {
+        for Outgoing {
+            mut envelope,
+            content_type,
+        } in items
+        {
             // Validate before claim-checking so an invalid envelope leaves no
             // blob behind; swapping a body for its BodyRef keeps it valid.
             envelope.validate()?;
@@ -440,7 +536,13 @@ impl Producer {
                 topic: topic.topic.clone(),
                 partition,
             });
-            by_partition.entry(partition).or_default().push(OutgoingRecord { headers, payload: envelope.encode() });
+            by_partition
+                .entry(partition)
+                .or_default()
+                .push(OutgoingRecord {
+                    headers,
+                    payload: envelope.encode(),
+                });
         }
         // One append per partition, all in flight at once (the embedded log
         // commits them together; Iggy takes them on one connection).
@@ -514,14 +616,29 @@ impl ChunkWriter {
                     None => open,
                 }
             }
-            Some(seq) => AgentEnvelope::chunk(self.to.conversation, source, self.to.correlation, self.channel, seq, body),
+            Some(seq) => AgentEnvelope::chunk(
+                self.to.conversation,
+                source,
+                self.to.correlation,
+                self.channel,
+                seq,
+                body,
+            ),
         };
         self.to.address(chunk)
     }
 
-    async fn push(&mut self, envelope: AgentEnvelope, content_type: ContentType, force: bool) -> Result<(), ProduceError> {
+    async fn push(
+        &mut self,
+        envelope: AgentEnvelope,
+        content_type: ContentType,
+        force: bool,
+    ) -> Result<(), ProduceError> {
         if let Some(recorder) = &self.recorder {
-            recorder.lock().unwrap_or_else(|p| p.into_inner()).push(Outgoing::new(envelope.clone(), content_type));
+            recorder
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(Outgoing::new(envelope.clone(), content_type));
         }
         self.pending.push(Outgoing::new(envelope, content_type));
         if force || self.pending.len() >= self.batch {
@@ -552,7 +669,12 @@ impl ChunkWriter {
 
     /// Ends the stream with a last chunk carrying `body` (may be empty), the
     /// finish reason and usage, and appends everything held back.
-    pub async fn finish(mut self, body: Vec<u8>, finish_reason: Option<&str>, usage: Option<TokenUsage>) -> Result<(), ProduceError> {
+    pub async fn finish(
+        mut self,
+        body: Vec<u8>,
+        finish_reason: Option<&str>,
+        usage: Option<TokenUsage>,
+    ) -> Result<(), ProduceError> {
         if self.ended {
             return Err(ProduceError::StreamEnded(self.channel));
         }

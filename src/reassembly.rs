@@ -40,7 +40,10 @@ use agdx_wire::{AgentEnvelope, ChannelId, ErrorBody, ErrorCode, Kind, TokenUsage
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StreamEnd {
     /// The writer finished it with a `last` chunk.
-    Finished { finish_reason: Option<String>, usage: Option<TokenUsage> },
+    Finished {
+        finish_reason: Option<String>,
+        usage: Option<TokenUsage>,
+    },
     /// The writer ended it with an `error` carrying the channel.
     Failed(ErrorBody),
     /// A chunk is missing: `received` came where `expected` should have.
@@ -82,7 +85,13 @@ pub struct StreamAssembler {
 impl StreamAssembler {
     /// A reader of `channel`, expecting sequence 0 first.
     pub fn new(channel: ChannelId) -> Self {
-        Self { channel, next: 0, deadline_micros: None, ended: false, counters: StreamCounters::default() }
+        Self {
+            channel,
+            next: 0,
+            deadline_micros: None,
+            ended: false,
+            counters: StreamCounters::default(),
+        }
     }
 
     /// The channel read.
@@ -123,7 +132,9 @@ impl StreamAssembler {
     /// Applies the next record of the channel (records of other channels and
     /// kinds other than `chunk`/`error` are ignored).
     pub fn push(&mut self, envelope: &AgentEnvelope, now_micros: u64) -> Vec<StreamEvent> {
-        if envelope.channel != Some(self.channel) || !matches!(envelope.kind, Kind::Chunk | Kind::Error) {
+        if envelope.channel != Some(self.channel)
+            || !matches!(envelope.kind, Kind::Chunk | Kind::Error)
+        {
             return Vec::new();
         }
         if self.ended {
@@ -136,7 +147,9 @@ impl StreamAssembler {
         }
         if envelope.kind == Kind::Error {
             let error = ErrorBody::decode_valid(&envelope.body).unwrap_or_else(|e| {
-                ErrorBody::new(ErrorCode::Internal).with_message(format!("the stream failed with an unreadable error body: {e}"))
+                ErrorBody::new(ErrorCode::Internal).with_message(format!(
+                    "the stream failed with an unreadable error body: {e}"
+                ))
             });
             return vec![self.end(StreamEnd::Failed(error))];
         }
@@ -147,7 +160,10 @@ impl StreamAssembler {
         }
         if sequence > self.next {
             let expected = self.next;
-            return vec![self.end(StreamEnd::Gap { expected, received: sequence })];
+            return vec![self.end(StreamEnd::Gap {
+                expected,
+                received: sequence,
+            })];
         }
         self.next += 1;
         self.counters.applied += 1;
@@ -156,7 +172,10 @@ impl StreamAssembler {
         }
         let mut events = Vec::with_capacity(2);
         if !envelope.body.is_empty() {
-            events.push(StreamEvent::Chunk { sequence, body: envelope.body.clone() });
+            events.push(StreamEvent::Chunk {
+                sequence,
+                body: envelope.body.clone(),
+            });
         }
         if envelope.last {
             events.push(self.end(StreamEnd::Finished {

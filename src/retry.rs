@@ -28,7 +28,11 @@ pub struct RetryPolicy {
 
 impl Default for RetryPolicy {
     fn default() -> Self {
-        Self { max_attempts: 3, base_delay: Duration::from_millis(200), max_delay: Duration::from_secs(10) }
+        Self {
+            max_attempts: 3,
+            base_delay: Duration::from_millis(200),
+            max_delay: Duration::from_secs(10),
+        }
     }
 }
 
@@ -44,7 +48,10 @@ impl RetryPolicy {
     /// less than half the step, so retries spread out without collapsing to 0).
     pub fn delay_after(&self, attempt: u32, jitter: f64) -> Duration {
         let shift = attempt.saturating_sub(1).min(31);
-        let step = self.base_delay.saturating_mul(1u32 << shift).min(self.max_delay);
+        let step = self
+            .base_delay
+            .saturating_mul(1u32 << shift)
+            .min(self.max_delay);
         let half = step / 2;
         half + half.mul_f64(jitter.clamp(0.0, 1.0))
     }

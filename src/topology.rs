@@ -51,7 +51,11 @@ pub struct TopologyConfig {
 impl TopologyConfig {
     /// The default topics in `stream` with the default partition count.
     pub fn new(stream: impl Into<String>) -> Self {
-        Self { stream: stream.into(), topics: TopicNames::default(), partitions: DEFAULT_PARTITIONS }
+        Self {
+            stream: stream.into(),
+            topics: TopicNames::default(),
+            partitions: DEFAULT_PARTITIONS,
+        }
     }
 
     /// Sets the partition count used when topics are created.
@@ -71,7 +75,10 @@ impl TopologyConfig {
     pub async fn ensure(&self, log: &dyn Log) -> Result<Topology, LogError> {
         let mut found = Vec::with_capacity(5);
         for name in self.topic_names() {
-            found.push(log.ensure_topic(&self.stream, name, self.partitions).await?);
+            found.push(
+                log.ensure_topic(&self.stream, name, self.partitions)
+                    .await?,
+            );
         }
         Ok(Topology::from_vec(found))
     }
@@ -84,7 +91,10 @@ impl TopologyConfig {
         for name in self.topic_names() {
             let topic = match log.topic(&self.stream, name).await? {
                 Some(topic) => topic,
-                None => log.ensure_topic(&self.stream, name, self.partitions).await?,
+                None => {
+                    log.ensure_topic(&self.stream, name, self.partitions)
+                        .await?
+                }
             };
             found.push(topic);
         }
@@ -96,10 +106,13 @@ impl TopologyConfig {
     pub async fn resolve(&self, log: &dyn Log) -> Result<Topology, LogError> {
         let mut found = Vec::with_capacity(5);
         for name in self.topic_names() {
-            let topic = log.topic(&self.stream, name).await?.ok_or_else(|| LogError::NoSuchTopic {
-                stream: self.stream.clone(),
-                topic: name.to_owned(),
-            })?;
+            let topic =
+                log.topic(&self.stream, name)
+                    .await?
+                    .ok_or_else(|| LogError::NoSuchTopic {
+                        stream: self.stream.clone(),
+                        topic: name.to_owned(),
+                    })?;
             found.push(topic);
         }
         Ok(Topology::from_vec(found))
@@ -120,12 +133,24 @@ impl Topology {
     fn from_vec(topics: Vec<TopicInfo>) -> Self {
         let mut it = topics.into_iter();
         let mut next = || it.next().expect("exactly five topics were resolved");
-        Self { commands: next(), responses: next(), registry: next(), dlq: next(), snapshots: next() }
+        Self {
+            commands: next(),
+            responses: next(),
+            registry: next(),
+            dlq: next(),
+            snapshots: next(),
+        }
     }
 
     /// All topics, in the order of runtime.md §2.
     pub fn all(&self) -> [&TopicInfo; 5] {
-        [&self.commands, &self.responses, &self.registry, &self.dlq, &self.snapshots]
+        [
+            &self.commands,
+            &self.responses,
+            &self.registry,
+            &self.dlq,
+            &self.snapshots,
+        ]
     }
 
     /// The topic with this name, when it is one of the agent topics.

@@ -9,7 +9,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agdx::wire::{AgentEnvelope, ContentType, ErrorBody, ErrorCode, StreamPurpose};
-use agdx::{CommandRequest, ManualClock, Outgoing, Producer, ReplyEvent, ReplyTo, ReplyWatch, StreamCounters, StreamEnd};
+use agdx::{
+    CommandRequest, ManualClock, Outgoing, Producer, ReplyEvent, ReplyTo, ReplyWatch,
+    StreamCounters, StreamEnd,
+};
 use support::fabric::{ANSWER, agent_id, on_every_fabric};
 
 /// Sends a command nobody handles, so the test can write the reply stream itself.
@@ -35,15 +38,35 @@ fn chunk(to: &ReplyTo, sequence: u64, text: &str) -> AgentEnvelope {
     let source = agent_id("streamer");
     let channel = agdx::wire::ChannelId::from_u128(7);
     match NonZeroU64::new(sequence) {
-        None => AgentEnvelope::chunk_open(to.conversation, source, to.correlation, channel, StreamPurpose::Chat, text.as_bytes().to_vec()),
-        Some(seq) => AgentEnvelope::chunk(to.conversation, source, to.correlation, channel, seq, text.as_bytes().to_vec()),
+        None => AgentEnvelope::chunk_open(
+            to.conversation,
+            source,
+            to.correlation,
+            channel,
+            StreamPurpose::Chat,
+            text.as_bytes().to_vec(),
+        ),
+        Some(seq) => AgentEnvelope::chunk(
+            to.conversation,
+            source,
+            to.correlation,
+            channel,
+            seq,
+            text.as_bytes().to_vec(),
+        ),
     }
 }
 
 async fn publish(producer: &Producer, envelopes: Vec<AgentEnvelope>) {
     let responses = producer.topology().responses.clone();
-    let items = envelopes.into_iter().map(|e| Outgoing::new(e, ContentType::Raw)).collect();
-    producer.publish(&responses, items).await.expect("publish the stream");
+    let items = envelopes
+        .into_iter()
+        .map(|e| Outgoing::new(e, ContentType::Raw))
+        .collect();
+    producer
+        .publish(&responses, items)
+        .await
+        .expect("publish the stream");
 }
 
 /// Reads the watch until the stream ends: the chunks and the end.
@@ -60,7 +83,10 @@ async fn read_stream(watch: &mut ReplyWatch) -> (Vec<String>, StreamEnd) {
 
 /// Lets the records still on their way arrive (they count as late).
 async fn settle(watch: &mut ReplyWatch) -> StreamCounters {
-    assert!(watch.next(Duration::from_millis(500)).await.is_err(), "nothing follows a terminal");
+    assert!(
+        watch.next(Duration::from_millis(500)).await.is_err(),
+        "nothing follows a terminal"
+    );
     watch.stream_counters().expect("a stream was read")
 }
 
@@ -78,15 +104,34 @@ async fn duplicates_are_dropped_and_records_after_the_terminal_are_late() {
             chunk(&to, 1, "b"),
             chunk(&to, 2, "c").as_last(Some("stop"), None),
             chunk(&to, 3, "d"),
-            AgentEnvelope::error(agdx::new_record_id(), to.conversation, agent_id("streamer"), to.correlation, &failure)
-                .with_stream_terminal(channel, 4),
+            AgentEnvelope::error(
+                agdx::new_record_id(),
+                to.conversation,
+                agent_id("streamer"),
+                to.correlation,
+                &failure,
+            )
+            .with_stream_terminal(channel, 4),
         ];
         publish(requester.producer(), records).await;
         let (chunks, end) = read_stream(&mut watch).await;
         assert_eq!(chunks, ["a", "b", "c"]);
-        assert_eq!(end, StreamEnd::Finished { finish_reason: Some("stop".into()), usage: None });
+        assert_eq!(
+            end,
+            StreamEnd::Finished {
+                finish_reason: Some("stop".into()),
+                usage: None
+            }
+        );
         let counters = settle(&mut watch).await;
-        assert_eq!(counters, StreamCounters { applied: 3, duplicates: 2, late: 2 });
+        assert_eq!(
+            counters,
+            StreamCounters {
+                applied: 3,
+                duplicates: 2,
+                late: 2
+            }
+        );
     })
     .await;
 }
@@ -96,14 +141,40 @@ async fn a_missing_chunk_ends_the_stream_with_a_gap() {
     on_every_fabric("stream-gap", |fabric| async move {
         let requester = fabric.requester("reader");
         let (mut watch, to) = open_watch(&requester).await;
-        publish(requester.producer(), vec![chunk(&to, 0, "a"), chunk(&to, 2, "c"), chunk(&to, 3, "d").as_last(None, None)]).await;
+        publish(
+            requester.producer(),
+            vec![
+                chunk(&to, 0, "a"),
+                chunk(&to, 2, "c"),
+                chunk(&to, 3, "d").as_last(None, None),
+            ],
+        )
+        .await;
         let (chunks, end) = read_stream(&mut watch).await;
         assert_eq!(chunks, ["a"]);
-        assert_eq!(end, StreamEnd::Gap { expected: 1, received: 2 });
+        assert_eq!(
+            end,
+            StreamEnd::Gap {
+                expected: 1,
+                received: 2
+            }
+        );
         let counters = settle(&mut watch).await;
-        assert_eq!(counters, StreamCounters { applied: 1, duplicates: 0, late: 1 });
+        assert_eq!(
+            counters,
+            StreamCounters {
+                applied: 1,
+                duplicates: 0,
+                late: 1
+            }
+        );
         // The gap is the reader's conclusion: the log holds the raw records only.
-        let on_log = fabric.responses().await.into_iter().filter(|e| e.correlation == Some(to.correlation)).count();
+        let on_log = fabric
+            .responses()
+            .await
+            .into_iter()
+            .filter(|e| e.correlation == Some(to.correlation))
+            .count();
         assert_eq!(on_log, 3);
     })
     .await;
@@ -115,8 +186,14 @@ async fn an_error_on_the_channel_fails_the_stream() {
         let requester = fabric.requester("reader");
         let (mut watch, to) = open_watch(&requester).await;
         let failure = ErrorBody::new(ErrorCode::ToolFailure).with_message("the model crashed");
-        let error = AgentEnvelope::error(agdx::new_record_id(), to.conversation, agent_id("streamer"), to.correlation, &failure)
-            .with_stream_terminal(agdx::wire::ChannelId::from_u128(7), 1);
+        let error = AgentEnvelope::error(
+            agdx::new_record_id(),
+            to.conversation,
+            agent_id("streamer"),
+            to.correlation,
+            &failure,
+        )
+        .with_stream_terminal(agdx::wire::ChannelId::from_u128(7), 1);
         publish(requester.producer(), vec![chunk(&to, 0, "a"), error]).await;
         let (chunks, end) = read_stream(&mut watch).await;
         assert_eq!(chunks, ["a"]);
@@ -131,7 +208,14 @@ async fn a_stream_past_its_opening_deadline_is_abandoned() {
         let clock = Arc::new(ManualClock::new(1_000_000));
         let requester = fabric.requester("reader").with_clock(clock.clone());
         let (mut watch, to) = open_watch(&requester).await;
-        publish(requester.producer(), vec![chunk(&to, 0, "a").with_deadline_micros(2_000_000), chunk(&to, 1, "b")]).await;
+        publish(
+            requester.producer(),
+            vec![
+                chunk(&to, 0, "a").with_deadline_micros(2_000_000),
+                chunk(&to, 1, "b"),
+            ],
+        )
+        .await;
         let mut chunks = Vec::new();
         while chunks.len() < 2 {
             match watch.next(ANSWER).await.expect("a chunk") {
@@ -141,12 +225,28 @@ async fn a_stream_past_its_opening_deadline_is_abandoned() {
         }
         clock.set_micros(2_000_001);
         match watch.next(ANSWER).await.expect("the end") {
-            ReplyEvent::StreamEnd(end) => assert_eq!(end, StreamEnd::Abandoned { deadline_micros: 2_000_000 }),
+            ReplyEvent::StreamEnd(end) => assert_eq!(
+                end,
+                StreamEnd::Abandoned {
+                    deadline_micros: 2_000_000
+                }
+            ),
             other => panic!("unexpected {other:?}"),
         }
-        publish(requester.producer(), vec![chunk(&to, 2, "c").as_last(Some("stop"), None)]).await;
+        publish(
+            requester.producer(),
+            vec![chunk(&to, 2, "c").as_last(Some("stop"), None)],
+        )
+        .await;
         let counters = settle(&mut watch).await;
-        assert_eq!(counters, StreamCounters { applied: 2, duplicates: 0, late: 1 });
+        assert_eq!(
+            counters,
+            StreamCounters {
+                applied: 2,
+                duplicates: 0,
+                late: 1
+            }
+        );
     })
     .await;
 }

@@ -8,7 +8,9 @@ use std::sync::Arc;
 
 use agdx::wire::{BodyRef, ContentType, DeadLetterReason, ErrorCode};
 use agdx::worker::{EchoHandler, Worker};
-use agdx::{Answer, ClaimCheck, CommandRequest, DirBlobStore, Requester, content_type_of, envelope_of};
+use agdx::{
+    Answer, ClaimCheck, CommandRequest, DirBlobStore, Requester, content_type_of, envelope_of,
+};
 use support::eventually;
 use support::fabric::{ANSWER, Fabric, Running, agent_id, on_every_fabric, quick_config};
 
@@ -20,12 +22,17 @@ fn claim_check(fabric: &Fabric) -> (ClaimCheck, DirBlobStore) {
 }
 
 fn echo_worker(fabric: &Fabric, check: &ClaimCheck) -> Worker {
-    Worker::new(fabric.producer("echo").with_claim_check(check.clone()), quick_config(fabric.dir.path().join("state")))
-        .handle("echo", EchoHandler)
+    Worker::new(
+        fabric.producer("echo").with_claim_check(check.clone()),
+        quick_config(fabric.dir.path().join("state")),
+    )
+    .handle("echo", EchoHandler)
 }
 
 fn big_body(seed: u8) -> Vec<u8> {
-    (0..4096u32).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
+    (0..4096u32)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -61,11 +68,17 @@ async fn a_tampered_blob_is_rejected_with_a_message_naming_the_mismatch() {
     on_every_fabric("claim-check-tampered", |fabric| async move {
         let (check, store) = claim_check(&fabric);
         let requester = Requester::new(fabric.producer("asker").with_claim_check(check.clone()));
-        let mut watch = requester.send(CommandRequest::new("echo", big_body(2)).to(agent_id("echo"))).await.expect("send");
+        let mut watch = requester
+            .send(CommandRequest::new("echo", big_body(2)).to(agent_id("echo")))
+            .await
+            .expect("send");
         // Change the blob before any worker reads it.
         let command = fabric.records(&fabric.topology.commands).await.remove(0);
-        let body_ref = BodyRef::decode_valid(&envelope_of(&command).expect("envelope").body).expect("a BodyRef");
-        let path = store.path_of(&body_ref.reference).expect("a reference of this store");
+        let body_ref = BodyRef::decode_valid(&envelope_of(&command).expect("envelope").body)
+            .expect("a BodyRef");
+        let path = store
+            .path_of(&body_ref.reference)
+            .expect("a reference of this store");
         let mut bytes = std::fs::read(&path).expect("read the blob");
         bytes[100] ^= 0xff;
         std::fs::write(&path, bytes).expect("tamper with the blob");
@@ -77,11 +90,22 @@ async fn a_tampered_blob_is_rejected_with_a_message_naming_the_mismatch() {
         };
         assert_eq!(error.code, ErrorCode::InvalidRequest);
         let message = error.message.unwrap_or_default();
-        assert!(message.contains("SHA-256") && message.contains(&body_ref.reference), "{message}");
-        let capsule = eventually("the dead letter", || async { fabric.dead_letters().await.pop() }).await;
+        assert!(
+            message.contains("SHA-256") && message.contains(&body_ref.reference),
+            "{message}"
+        );
+        let capsule = eventually("the dead letter", || async {
+            fabric.dead_letters().await.pop()
+        })
+        .await;
         assert_eq!(capsule.reason, DeadLetterReason::Rejected);
         assert_eq!(capsule.payload, command.payload);
-        assert!(capsule.detail.as_deref().is_some_and(|d| d.contains("SHA-256")));
+        assert!(
+            capsule
+                .detail
+                .as_deref()
+                .is_some_and(|d| d.contains("SHA-256"))
+        );
         worker.stop().await;
     })
     .await;

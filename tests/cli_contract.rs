@@ -7,7 +7,18 @@ mod support;
 use support::fabric::{Fabric, on_every_fabric, terminate};
 
 async fn ask(fabric: &Fabric, operation: &str, body: &str) -> (i32, String, String) {
-    fabric.run_agdx(&["ask", "--to", "tool", "--operation", operation, "--timeout", "20s", body]).await
+    fabric
+        .run_agdx(&[
+            "ask",
+            "--to",
+            "tool",
+            "--operation",
+            operation,
+            "--timeout",
+            "20s",
+            body,
+        ])
+        .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -91,7 +102,10 @@ esac"#;
 
 #[test]
 fn examples_show_the_first_session_to_copy() {
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_agdx")).arg("examples").output().expect("run agdx examples");
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_agdx"))
+        .arg("examples")
+        .output()
+        .expect("run agdx examples");
     assert!(output.status.success());
     let text = String::from_utf8_lossy(&output.stdout);
     assert!(text.contains("agdx worker --agent echo --echo"));

@@ -19,14 +19,23 @@ fn ledger(fabric: &Fabric, state: &str, runs: Arc<AtomicU32>) -> Worker {
         runs.fetch_add(1, Ordering::SeqCst);
         async move { Ok(HandlerReply::raw(request.body)) }
     });
-    Worker::new(fabric.producer("ledger"), quick_config(fabric.dir.path().join(state))).handle("post", handler)
+    Worker::new(
+        fabric.producer("ledger"),
+        quick_config(fabric.dir.path().join(state)),
+    )
+    .handle("post", handler)
 }
 
 async fn post(fabric: &Fabric, source: &str, key: &str, body: &str) -> Vec<u8> {
     let request = CommandRequest::new("post", body.as_bytes().to_vec())
         .to(agent_id("ledger"))
         .idempotency_key(IdempotencyKey::new(key).expect("a valid key"));
-    match fabric.requester(source).ask(request, ANSWER).await.expect("ask") {
+    match fabric
+        .requester(source)
+        .ask(request, ANSWER)
+        .await
+        .expect("ask")
+    {
         Answer::Response(reply) => reply.body,
         other => panic!("expected a response, got {other:?}"),
     }
@@ -38,10 +47,17 @@ async fn a_processed_key_gets_the_stored_reply_without_running_the_handler() {
         let runs = Arc::new(AtomicU32::new(0));
         let worker = Running::start(ledger(&fabric, "state", runs.clone()));
         assert_eq!(post(&fabric, "shop", "pay-1", "100 EUR").await, b"100 EUR");
-        assert_eq!(post(&fabric, "shop", "pay-1", "999 EUR").await, b"100 EUR", "the stored reply, not a new effect");
+        assert_eq!(
+            post(&fabric, "shop", "pay-1", "999 EUR").await,
+            b"100 EUR",
+            "the stored reply, not a new effect"
+        );
         assert_eq!(runs.load(Ordering::SeqCst), 1);
         // Keys are scoped by source: another source's key of the same name is its own.
-        assert_eq!(post(&fabric, "other-shop", "pay-1", "5 EUR").await, b"5 EUR");
+        assert_eq!(
+            post(&fabric, "other-shop", "pay-1", "5 EUR").await,
+            b"5 EUR"
+        );
         assert_eq!(runs.load(Ordering::SeqCst), 2);
         worker.stop().await;
     })
@@ -60,7 +76,11 @@ async fn a_worker_that_never_saw_a_key_rebuilds_it_from_the_log() {
         let second_runs = Arc::new(AtomicU32::new(0));
         let second = Running::start(ledger(&fabric, "state-second", second_runs.clone()));
         assert_eq!(post(&fabric, "shop", "pay-2", "43 EUR").await, b"42 EUR");
-        assert_eq!(second_runs.load(Ordering::SeqCst), 0, "the handler did not run again");
+        assert_eq!(
+            second_runs.load(Ordering::SeqCst),
+            0,
+            "the handler did not run again"
+        );
         assert_eq!(post(&fabric, "shop", "pay-3", "7 EUR").await, b"7 EUR");
         assert_eq!(second_runs.load(Ordering::SeqCst), 1);
         second.stop().await;

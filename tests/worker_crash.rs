@@ -27,7 +27,10 @@ fn worker_args(fabric: &Fabric) -> Vec<String> {
         "--state-dir".into(),
         state.display().to_string(),
         "--exec".into(),
-        format!("echo \"$AGDX_IDEMPOTENCY_KEY\" >> '{}'; cat", runs.display()),
+        format!(
+            "echo \"$AGDX_IDEMPOTENCY_KEY\" >> '{}'; cat",
+            runs.display()
+        ),
     ]
 }
 
@@ -37,7 +40,10 @@ async fn answered_keys(fabric: &Fabric) -> HashMap<String, Vec<Vec<u8>>> {
     for envelope in fabric.responses().await {
         if envelope.kind == Kind::Response && envelope.source.as_str() == "crash" {
             if let Some(key) = envelope.idempotency_key {
-                answered.entry(key.to_string()).or_default().push(envelope.body);
+                answered
+                    .entry(key.to_string())
+                    .or_default()
+                    .push(envelope.body);
             }
         }
     }

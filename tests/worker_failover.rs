@@ -15,7 +15,10 @@ const COMMANDS: usize = 400;
 fn start(fabric: &Fabric, name: &str) -> tokio::process::Child {
     let log = fabric.dir.path().join(format!("{name}.log"));
     let state = fabric.dir.path().join(format!("state-{name}"));
-    let exec = format!("echo \"$AGDX_RECORD\" >> '{}'; sleep 0.02; cat", log.display());
+    let exec = format!(
+        "echo \"$AGDX_RECORD\" >> '{}'; sleep 0.02; cat",
+        log.display()
+    );
     fabric.spawn_worker_process(&[
         "--agent",
         "pool",
@@ -42,14 +45,20 @@ async fn answered(fabric: &Fabric) -> HashSet<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_workers_share_the_load_and_a_survivor_takes_over_a_killed_ones_partitions() {
     on_every_fabric("failover", |fabric| async move {
-        let (a_log, b_log) = (fabric.dir.path().join("a.log"), fabric.dir.path().join("b.log"));
+        let (a_log, b_log) = (
+            fabric.dir.path().join("a.log"),
+            fabric.dir.path().join("b.log"),
+        );
         let mut a = start(&fabric, "a");
         let mut b = start(&fabric, "b");
         let input = fabric.dir.path().join("commands.jsonl");
-        let lines: Vec<String> =
-            (0..COMMANDS).map(|i| format!(r#"{{"to":"pool","operation":"work","body":"job-{i}"}}"#)).collect();
+        let lines: Vec<String> = (0..COMMANDS)
+            .map(|i| format!(r#"{{"to":"pool","operation":"work","body":"job-{i}"}}"#))
+            .collect();
         std::fs::write(&input, lines.join("\n")).expect("write the commands");
-        let (code, _, stderr) = fabric.run_agdx(&["send", "--jsonl", &input.display().to_string()]).await;
+        let (code, _, stderr) = fabric
+            .run_agdx(&["send", "--jsonl", &input.display().to_string()])
+            .await;
         assert_eq!(code, 0, "send --jsonl failed: {stderr}");
 
         eventually("both workers to take a share", || async {
@@ -71,10 +80,19 @@ async fn two_workers_share_the_load_and_a_survivor_takes_over_a_killed_ones_part
         })
         .await;
         let b_handled: HashSet<String> = lines_of(&b_log).into_iter().collect();
-        assert!(lines_of(&b_log).len() > b_before, "the survivor went on working");
+        assert!(
+            lines_of(&b_log).len() > b_before,
+            "the survivor went on working"
+        );
         let everyone: HashSet<String> = a_handled.union(&b_handled).cloned().collect();
-        assert_eq!(everyone, done, "every answered command was handled by one of the two");
-        assert!(a_handled.len() < COMMANDS && !a_handled.is_empty(), "the killed worker had done part of the work");
+        assert_eq!(
+            everyone, done,
+            "every answered command was handled by one of the two"
+        );
+        assert!(
+            a_handled.len() < COMMANDS && !a_handled.is_empty(),
+            "the killed worker had done part of the work"
+        );
         terminate(&mut b).await;
     })
     .await;

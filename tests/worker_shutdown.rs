@@ -24,8 +24,13 @@ async fn stopping_finishes_the_record_in_hand_and_commits_it() {
         });
         let worker = Running::start(fabric.worker("slow").handle("work", slow));
         let requester = fabric.requester("asker");
-        let mut watch = requester.send(CommandRequest::new("work", b"in hand".to_vec()).to(agent_id("slow"))).await.expect("send");
-        tokio::time::timeout(ANSWER, handler_started.recv()).await.expect("the handler to start");
+        let mut watch = requester
+            .send(CommandRequest::new("work", b"in hand".to_vec()).to(agent_id("slow")))
+            .await
+            .expect("send");
+        tokio::time::timeout(ANSWER, handler_started.recv())
+            .await
+            .expect("the handler to start");
         worker.stop().await;
 
         match watch.next(ANSWER).await.expect("the reply") {
@@ -33,8 +38,16 @@ async fn stopping_finishes_the_record_in_hand_and_commits_it() {
             other => panic!("expected the response, got {other:?}"),
         }
         let sent = watch.sent();
-        let committed = fabric.log.committed_offset(&fabric.topology.commands, "slow", sent.partition).await.expect("read the offset");
-        assert_eq!(committed, Some(0), "the record in hand was committed before the worker left");
+        let committed = fabric
+            .log
+            .committed_offset(&fabric.topology.commands, "slow", sent.partition)
+            .await
+            .expect("read the offset");
+        assert_eq!(
+            committed,
+            Some(0),
+            "the record in hand was committed before the worker left"
+        );
     })
     .await;
 }

@@ -35,7 +35,12 @@ pub struct AskBenchOptions {
 
 impl Default for AskBenchOptions {
     fn default() -> Self {
-        Self { concurrency: 8, requests: 2_000, size: 64, partitions: 8 }
+        Self {
+            concurrency: 8,
+            requests: 2_000,
+            size: 64,
+            partitions: 8,
+        }
     }
 }
 
@@ -79,7 +84,12 @@ impl fmt::Display for AskBenchReport {
             ms(self.percentile(0.99)),
             ms(self.percentile(1.0))
         )?;
-        write!(f, "  throughput {:.0} requests/s ({:.2} s in all)", self.requests_per_sec(), self.elapsed.as_secs_f64())
+        write!(
+            f,
+            "  throughput {:.0} requests/s ({:.2} s in all)",
+            self.requests_per_sec(),
+            self.elapsed.as_secs_f64()
+        )
     }
 }
 
@@ -88,18 +98,33 @@ fn ms(d: Duration) -> f64 {
 }
 
 /// Runs the ask bench in a new stream of `log`.
-pub async fn run_ask_bench(log: SharedLog, options: AskBenchOptions) -> Result<AskBenchReport, BenchError> {
+pub async fn run_ask_bench(
+    log: SharedLog,
+    options: AskBenchOptions,
+) -> Result<AskBenchReport, BenchError> {
     if options.concurrency == 0 || options.requests == 0 || options.size == 0 {
-        return Err(BenchError::Options("--concurrency, --requests and --size must be at least 1".into()));
+        return Err(BenchError::Options(
+            "--concurrency, --requests and --size must be at least 1".into(),
+        ));
     }
     let stream = format!("bench-ask-{}", ulid::Ulid::new().to_string().to_lowercase());
-    let topology = TopologyConfig::new(stream).with_partitions(options.partitions).ensure(log.as_ref()).await?;
+    let topology = TopologyConfig::new(stream)
+        .with_partitions(options.partitions)
+        .ensure(log.as_ref())
+        .await?;
     let worker_producer = Producer::new(log.clone(), topology.clone(), agent("bench-echo"));
-    let config = WorkerConfig { concurrency: options.partitions as usize, ..WorkerConfig::default() };
+    let config = WorkerConfig {
+        concurrency: options.partitions as usize,
+        ..WorkerConfig::default()
+    };
     let worker = Worker::new(worker_producer, config).fallback(EchoHandler);
     let shutdown = CancellationToken::new();
     let worker_task = tokio::spawn(worker.run(shutdown.clone()));
-    let requester = Arc::new(Requester::new(Producer::new(log.clone(), topology, agent("bench-asker"))));
+    let requester = Arc::new(Requester::new(Producer::new(
+        log.clone(),
+        topology,
+        agent("bench-asker"),
+    )));
     let body = vec![b'x'; options.size];
     // One warm-up ask: the worker has joined and the reply readers run.
     ask_once(&requester, &body).await?;
@@ -107,7 +132,8 @@ pub async fn run_ask_bench(log: SharedLog, options: AskBenchOptions) -> Result<A
     let started = Instant::now();
     let mut askers = Vec::with_capacity(options.concurrency);
     for i in 0..options.concurrency as u64 {
-        let share = options.requests / options.concurrency as u64 + u64::from(i < options.requests % options.concurrency as u64);
+        let share = options.requests / options.concurrency as u64
+            + u64::from(i < options.requests % options.concurrency as u64);
         let (requester, body) = (requester.clone(), body.clone());
         askers.push(tokio::spawn(async move {
             let mut latencies = Vec::with_capacity(share as usize);
@@ -119,13 +145,24 @@ pub async fn run_ask_bench(log: SharedLog, options: AskBenchOptions) -> Result<A
     }
     let mut latencies = Vec::with_capacity(options.requests as usize);
     for asker in askers {
-        latencies.extend(asker.await.map_err(|e| BenchError::Options(e.to_string()))??);
+        latencies.extend(
+            asker
+                .await
+                .map_err(|e| BenchError::Options(e.to_string()))??,
+        );
     }
     let elapsed = started.elapsed();
     shutdown.cancel();
-    worker_task.await.map_err(|e| BenchError::Options(e.to_string()))??;
+    worker_task
+        .await
+        .map_err(|e| BenchError::Options(e.to_string()))??;
     latencies.sort_unstable();
-    Ok(AskBenchReport { log: log.describe(), options, elapsed, latencies })
+    Ok(AskBenchReport {
+        log: log.describe(),
+        options,
+        elapsed,
+        latencies,
+    })
 }
 
 async fn ask_once(requester: &Requester, body: &[u8]) -> Result<Duration, BenchError> {

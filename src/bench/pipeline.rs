@@ -29,7 +29,12 @@ pub struct PipelineBenchOptions {
 
 impl Default for PipelineBenchOptions {
     fn default() -> Self {
-        Self { commands: 20_000, size: 64, batch: 500, partitions: 8 }
+        Self {
+            commands: 20_000,
+            size: 64,
+            batch: 500,
+            partitions: 8,
+        }
     }
 }
 
@@ -63,7 +68,12 @@ impl fmt::Display for PipelineBenchReport {
             "pipeline bench on {}: {} commands of {} bytes, published in batches of {}, {} partitions, echo worker in-process",
             self.log, o.commands, o.size, o.batch, o.partitions
         )?;
-        writeln!(f, "  publish  {:>10.0} commands/s ({:.2} s)", self.publish_per_sec(), self.publish.as_secs_f64())?;
+        writeln!(
+            f,
+            "  publish  {:>10.0} commands/s ({:.2} s)",
+            self.publish_per_sec(),
+            self.publish.as_secs_f64()
+        )?;
         write!(
             f,
             "  drain    {:>10.0} commands/s ({:.2} s; handle, reply, then commit)",
@@ -74,12 +84,23 @@ impl fmt::Display for PipelineBenchReport {
 }
 
 /// Runs the pipeline bench in a new stream of `log`.
-pub async fn run_pipeline_bench(log: SharedLog, options: PipelineBenchOptions) -> Result<PipelineBenchReport, BenchError> {
+pub async fn run_pipeline_bench(
+    log: SharedLog,
+    options: PipelineBenchOptions,
+) -> Result<PipelineBenchReport, BenchError> {
     if options.commands == 0 || options.size == 0 || options.batch == 0 {
-        return Err(BenchError::Options("--commands, --size and --batch must be at least 1".into()));
+        return Err(BenchError::Options(
+            "--commands, --size and --batch must be at least 1".into(),
+        ));
     }
-    let stream = format!("bench-pipeline-{}", ulid::Ulid::new().to_string().to_lowercase());
-    let topology = TopologyConfig::new(stream).with_partitions(options.partitions).ensure(log.as_ref()).await?;
+    let stream = format!(
+        "bench-pipeline-{}",
+        ulid::Ulid::new().to_string().to_lowercase()
+    );
+    let topology = TopologyConfig::new(stream)
+        .with_partitions(options.partitions)
+        .ensure(log.as_ref())
+        .await?;
     let producer = Producer::new(log.clone(), topology.clone(), agent("bench-producer"));
     let body = vec![b'x'; options.size];
 
@@ -87,14 +108,19 @@ pub async fn run_pipeline_bench(log: SharedLog, options: PipelineBenchOptions) -
     let mut left = options.commands;
     while left > 0 {
         let n = left.min(options.batch as u64);
-        let batch = (0..n).map(|_| CommandRequest::new("echo", body.clone()).to(agent("bench-echo"))).collect();
+        let batch = (0..n)
+            .map(|_| CommandRequest::new("echo", body.clone()).to(agent("bench-echo")))
+            .collect();
         producer.commands(batch).await?;
         left -= n;
     }
     let publish = started.elapsed();
 
     let worker_producer = Producer::new(log.clone(), topology, agent("bench-echo"));
-    let config = WorkerConfig { concurrency: options.partitions as usize, ..WorkerConfig::default() };
+    let config = WorkerConfig {
+        concurrency: options.partitions as usize,
+        ..WorkerConfig::default()
+    };
     let worker = Worker::new(worker_producer, config).fallback(EchoHandler);
     let stats = worker.stats();
     let shutdown = CancellationToken::new();
@@ -108,8 +134,15 @@ pub async fn run_pipeline_bench(log: SharedLog, options: PipelineBenchOptions) -
     }
     let drain = started.elapsed();
     shutdown.cancel();
-    worker_task.await.map_err(|e| BenchError::Options(e.to_string()))??;
-    Ok(PipelineBenchReport { log: log.describe(), options, publish, drain })
+    worker_task
+        .await
+        .map_err(|e| BenchError::Options(e.to_string()))??;
+    Ok(PipelineBenchReport {
+        log: log.describe(),
+        options,
+        publish,
+        drain,
+    })
 }
 
 fn agent(name: &str) -> AgentId {

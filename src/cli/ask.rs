@@ -28,7 +28,8 @@ pub struct AskArgs {
 
 pub async fn run(global: &Global, args: AskArgs) -> Result<(), Failure> {
     let (log, topology) = global.topology().await?;
-    let producer = Producer::new(log, topology, args.command.source.clone()).with_claim_check(global.claim_check(None, None));
+    let producer = Producer::new(log, topology, args.command.source.clone())
+        .with_claim_check(global.claim_check(None, None));
     let requester = Requester::new(producer);
     let request = args.command.request()?;
     let deadline = tokio::time::Instant::now() + args.timeout;
@@ -75,7 +76,11 @@ fn finish_line(out: &mut impl Write, body: &[u8]) -> std::io::Result<()> {
 fn ask_failure(error: AskError) -> Failure {
     match error {
         AskError::Remote(body) => Failure::with_code(
-            format!("error {}: {}", body.code.name(), body.message.as_deref().unwrap_or("(no message)")),
+            format!(
+                "error {}: {}",
+                body.code.name(),
+                body.message.as_deref().unwrap_or("(no message)")
+            ),
             EXIT_REMOTE_ERROR,
         ),
         AskError::Timeout { .. } => Failure::with_code(error, EXIT_TIMEOUT),

@@ -26,11 +26,17 @@ pub struct Failure {
 impl Failure {
     /// A general failure (exit 1).
     pub fn new(message: impl std::fmt::Display) -> Self {
-        Self { message: message.to_string(), code: EXIT_FAILURE }
+        Self {
+            message: message.to_string(),
+            code: EXIT_FAILURE,
+        }
     }
     /// A failure with a specific exit status.
     pub fn with_code(message: impl std::fmt::Display, code: u8) -> Self {
-        Self { message: message.to_string(), code }
+        Self {
+            message: message.to_string(),
+            code,
+        }
     }
 }
 
@@ -53,9 +59,14 @@ pub fn finish(result: Result<(), Failure>) -> ExitCode {
 
 /// Runs an async subcommand on a fresh multi-threaded runtime.
 pub fn block_on<F: std::future::Future<Output = Result<(), Failure>>>(future: F) -> ExitCode {
-    match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => finish(runtime.block_on(future)),
-        Err(error) => finish(Err(Failure::new(format!("cannot start the async runtime: {error}")))),
+        Err(error) => finish(Err(Failure::new(format!(
+            "cannot start the async runtime: {error}"
+        )))),
     }
 }
 
@@ -100,13 +111,17 @@ impl Global {
             Ok(LogSpec::Embedded(path)) => path.join("blobs"),
             _ => PathBuf::from(".agdx-blobs"),
         });
-        ClaimCheck::new(Arc::new(DirBlobStore::new(dir)), threshold.unwrap_or(DEFAULT_CLAIM_CHECK_THRESHOLD))
+        ClaimCheck::new(
+            Arc::new(DirBlobStore::new(dir)),
+            threshold.unwrap_or(DEFAULT_CLAIM_CHECK_THRESHOLD),
+        )
     }
 }
 
 /// Parses a duration such as `30s`, `1500ms` or `2m`.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    humantime::parse_duration(text).map_err(|e| format!("{e}; write a number with a unit, e.g. 500ms, 30s or 2m"))
+    humantime::parse_duration(text)
+        .map_err(|e| format!("{e}; write a number with a unit, e.g. 500ms, 30s or 2m"))
 }
 
 /// Parses an agent name.

@@ -60,7 +60,10 @@ pub enum Command {
 
 /// Runs the parsed command line and returns the process exit code.
 pub fn run(cli: Cli) -> ExitCode {
-    let global = Global { log: cli.log, stream: cli.stream };
+    let global = Global {
+        log: cli.log,
+        stream: cli.stream,
+    };
     match cli.command {
         Command::Ask(args) => block_on(ask::run(&global, args)),
         Command::Send(args) => block_on(send::run(&global, args)),

@@ -7,7 +7,7 @@ use std::time::Duration;
 use clap::Args;
 
 use agdx::wire::{AgentId, ContentType, ConversationId, IdempotencyKey};
-use agdx::{CommandRequest, Producer, SystemClock, Clock};
+use agdx::{Clock, CommandRequest, Producer, SystemClock};
 
 use super::context::{Failure, Global, parse_agent, parse_duration};
 
@@ -51,7 +51,9 @@ impl CommandArgs {
     /// The command request, the body from the argument or stdin.
     pub fn request(&self) -> Result<CommandRequest, Failure> {
         let (Some(to), Some(operation)) = (&self.to, &self.operation) else {
-            return Err(Failure::new("say who to send to and what to ask: --to AGENT --operation OPERATION"));
+            return Err(Failure::new(
+                "say who to send to and what to ask: --to AGENT --operation OPERATION",
+            ));
         };
         let body = match &self.body {
             Some(body) => body.clone().into_bytes(),
@@ -62,9 +64,13 @@ impl CommandArgs {
             }
         };
         if body.is_empty() {
-            return Err(Failure::new("the command body is empty; a command needs a body: pass it as the last argument or on stdin"));
+            return Err(Failure::new(
+                "the command body is empty; a command needs a body: pass it as the last argument or on stdin",
+            ));
         }
-        let mut request = CommandRequest::new(operation, body).to(to.clone()).content_type(self.content_type);
+        let mut request = CommandRequest::new(operation, body)
+            .to(to.clone())
+            .content_type(self.content_type);
         if let Some(conversation) = self.conversation {
             request = request.conversation(conversation);
         }
@@ -72,7 +78,9 @@ impl CommandArgs {
             request = request.idempotency_key(key.clone());
         }
         if let Some(deadline) = self.deadline {
-            let deadline = SystemClock.now_micros().saturating_add(u64::try_from(deadline.as_micros()).unwrap_or(u64::MAX));
+            let deadline = SystemClock
+                .now_micros()
+                .saturating_add(u64::try_from(deadline.as_micros()).unwrap_or(u64::MAX));
             request = request.deadline_micros(deadline);
         }
         Ok(request)
@@ -102,7 +110,8 @@ pub struct SendArgs {
 
 pub async fn run(global: &Global, args: SendArgs) -> Result<(), Failure> {
     let (log, topology) = global.topology().await?;
-    let producer = Producer::new(log, topology, args.command.source.clone()).with_claim_check(global.claim_check(None, None));
+    let producer = Producer::new(log, topology, args.command.source.clone())
+        .with_claim_check(global.claim_check(None, None));
     if let Some(path) = &args.jsonl {
         return send_jsonl(&producer, path, args.batch).await;
     }
@@ -140,12 +149,20 @@ fn parse_line(line: &str, number: usize) -> Result<CommandRequest, Failure> {
         return Err(bad("the body is empty; a command needs a body".into()));
     }
     let to = AgentId::new(command.to).map_err(|e| bad(format!("\"to\": {e}")))?;
-    let mut request = CommandRequest::new(command.operation, body).to(to).content_type(content_type);
+    let mut request = CommandRequest::new(command.operation, body)
+        .to(to)
+        .content_type(content_type);
     if let Some(key) = command.idempotency_key {
-        request = request.idempotency_key(IdempotencyKey::new(key).map_err(|e| bad(format!("\"idempotency_key\": {e}")))?);
+        request = request.idempotency_key(
+            IdempotencyKey::new(key).map_err(|e| bad(format!("\"idempotency_key\": {e}")))?,
+        );
     }
     if let Some(conversation) = command.conversation {
-        request = request.conversation(conversation.parse().map_err(|e| bad(format!("\"conversation\": {e}")))?);
+        request = request.conversation(
+            conversation
+                .parse()
+                .map_err(|e| bad(format!("\"conversation\": {e}")))?,
+        );
     }
     Ok(request)
 }
@@ -154,7 +171,8 @@ async fn send_jsonl(producer: &Producer, path: &PathBuf, batch: usize) -> Result
     let reader: Box<dyn BufRead> = if path.as_os_str() == "-" {
         Box::new(std::io::stdin().lock())
     } else {
-        let file = std::fs::File::open(path).map_err(|e| Failure::new(format!("cannot read {}: {e}", path.display())))?;
+        let file = std::fs::File::open(path)
+            .map_err(|e| Failure::new(format!("cannot read {}: {e}", path.display())))?;
         Box::new(std::io::BufReader::new(file))
     };
     let mut pending = Vec::with_capacity(batch);

@@ -5,9 +5,9 @@ use std::time::Duration;
 use clap::Args;
 use tokio::sync::mpsc;
 
+use agdx::Producer;
 use agdx::log::{LogRecord, SharedLog, TopicInfo};
 use agdx::wire::{AgentEnvelope, ConversationId, DeadLetter, FoldSnapshot};
-use agdx::Producer;
 
 use super::context::{Failure, Global};
 use super::wire::json::{Json, JsonCodec};
@@ -47,7 +47,10 @@ pub async fn run(global: &Global, args: TailArgs) -> Result<(), Failure> {
     let topics: Vec<TopicInfo> = match &args.topic {
         Some(name) => vec![topology.by_name(name).cloned().ok_or_else(|| {
             let names: Vec<&str> = topology.all().iter().map(|t| t.topic.as_str()).collect();
-            Failure::new(format!("no agent topic '{name}'; the topics are: {}", names.join(", ")))
+            Failure::new(format!(
+                "no agent topic '{name}'; the topics are: {}",
+                names.join(", ")
+            ))
         })?],
         None => topology.all().into_iter().cloned().collect(),
     };
@@ -62,9 +65,17 @@ pub async fn run(global: &Global, args: TailArgs) -> Result<(), Failure> {
             let start = match (args.from, args.from_start, args.follow) {
                 (Some(offset), _, _) => offset,
                 (None, true, _) | (None, false, false) => 0,
-                (None, false, true) => log.last_offset(&topic, partition).await?.map_or(0, |last| last + 1),
+                (None, false, true) => log
+                    .last_offset(&topic, partition)
+                    .await?
+                    .map_or(0, |last| last + 1),
             };
-            let reader = Reader { log: log.clone(), topic: topic.clone(), partition, conversation: args.conversation };
+            let reader = Reader {
+                log: log.clone(),
+                topic: topic.clone(),
+                partition,
+                conversation: args.conversation,
+            };
             let task = reader.run(start, args.follow, sender.clone());
             if args.follow {
                 readers.push(tokio::spawn(task));
@@ -91,10 +102,22 @@ struct Reader {
 }
 
 impl Reader {
-    async fn run(self, mut from: u64, follow: bool, out: mpsc::UnboundedSender<String>) -> Result<(), Failure> {
-        let wait = if follow { Duration::from_millis(500) } else { Duration::ZERO };
+    async fn run(
+        self,
+        mut from: u64,
+        follow: bool,
+        out: mpsc::UnboundedSender<String>,
+    ) -> Result<(), Failure> {
+        let wait = if follow {
+            Duration::from_millis(500)
+        } else {
+            Duration::ZERO
+        };
         loop {
-            let records = self.log.poll(&self.topic, self.partition, from, 1000, wait).await?;
+            let records = self
+                .log
+                .poll(&self.topic, self.partition, from, 1000, wait)
+                .await?;
             let Some(last) = records.last() else {
                 if follow {
                     continue;
@@ -120,9 +143,15 @@ impl Reader {
         }
         let mut fields = vec![
             ("topic".to_owned(), Json::String(self.topic.topic.clone())),
-            ("partition".to_owned(), Json::from(u64::from(record.position.partition))),
+            (
+                "partition".to_owned(),
+                Json::from(u64::from(record.position.partition)),
+            ),
             ("offset".to_owned(), Json::from(record.position.offset)),
-            ("timestamp".to_owned(), Json::String(timestamp(record.timestamp_micros))),
+            (
+                "timestamp".to_owned(),
+                Json::String(timestamp(record.timestamp_micros)),
+            ),
         ];
         match body {
             Json::Object(entries) => fields.extend(entries),
@@ -140,14 +169,31 @@ fn decode(payload: &[u8]) -> (Option<ConversationId>, Json) {
         return (Some(envelope.conversation), envelope.to_json());
     }
     if let Ok(capsule) = DeadLetter::decode(payload) {
-        let conversation = AgentEnvelope::decode(&capsule.payload).ok().map(|e| e.conversation);
-        return (conversation, Json::Object(vec![("dead_letter".to_owned(), capsule.to_json())]));
+        let conversation = AgentEnvelope::decode(&capsule.payload)
+            .ok()
+            .map(|e| e.conversation);
+        return (
+            conversation,
+            Json::Object(vec![("dead_letter".to_owned(), capsule.to_json())]),
+        );
     }
     if let Ok(snapshot) = FoldSnapshot::decode(payload) {
-        return (Some(snapshot.conversation), Json::Object(vec![("fold_snapshot".to_owned(), snapshot.to_json())]));
+        return (
+            Some(snapshot.conversation),
+            Json::Object(vec![("fold_snapshot".to_owned(), snapshot.to_json())]),
+        );
     }
-    let reason = AgentEnvelope::decode(payload).err().map(|e| e.to_string()).unwrap_or_default();
-    (None, Json::Object(vec![("undecodable".to_owned(), Json::String(reason)), ("payload".to_owned(), super::wire::json::bytes_json(payload))]))
+    let reason = AgentEnvelope::decode(payload)
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    (
+        None,
+        Json::Object(vec![
+            ("undecodable".to_owned(), Json::String(reason)),
+            ("payload".to_owned(), super::wire::json::bytes_json(payload)),
+        ]),
+    )
 }
 
 fn timestamp(micros: u64) -> String {

@@ -78,8 +78,16 @@ pub async fn run(global: &Global, args: WorkerArgs) -> Result<(), Failure> {
     let config = WorkerConfig {
         group: args.group.clone(),
         concurrency: args.concurrency,
-        retry: RetryPolicy { max_attempts: args.max_attempts.max(1), base_delay: args.retry_delay, ..RetryPolicy::default() },
-        state_dir: Some(args.state_dir.clone().unwrap_or_else(|| global.default_state_dir())),
+        retry: RetryPolicy {
+            max_attempts: args.max_attempts.max(1),
+            base_delay: args.retry_delay,
+            ..RetryPolicy::default()
+        },
+        state_dir: Some(
+            args.state_dir
+                .clone()
+                .unwrap_or_else(|| global.default_state_dir()),
+        ),
         ..WorkerConfig::default()
     };
     let mut worker = Worker::new(producer, config);
@@ -101,7 +109,11 @@ pub async fn run(global: &Global, args: WorkerArgs) -> Result<(), Failure> {
         "agdx worker: agent '{}' (group '{}') handling {} on {describe}, stream '{}'; Ctrl-C stops it gracefully",
         args.agent,
         args.group.as_deref().unwrap_or(args.agent.as_str()),
-        if args.operations.is_empty() { "every operation".to_owned() } else { args.operations.join(", ") },
+        if args.operations.is_empty() {
+            "every operation".to_owned()
+        } else {
+            args.operations.join(", ")
+        },
         global.stream,
     );
     worker.run(shutdown).await?;
@@ -130,6 +142,8 @@ async fn stop_on_signal(shutdown: CancellationToken) {
         _ = tokio::signal::ctrl_c() => {}
         _ = terminate => {}
     }
-    eprintln!("agdx worker: stopping: finishing the records in hand, committing, leaving the group");
+    eprintln!(
+        "agdx worker: stopping: finishing the records in hand, committing, leaving the group"
+    );
     shutdown.cancel();
 }

@@ -27,7 +27,9 @@ pub struct ExecHandler {
 impl ExecHandler {
     /// Runs `command` with `sh -c`.
     pub fn new(command: impl Into<String>) -> Self {
-        Self { command: command.into() }
+        Self {
+            command: command.into(),
+        }
     }
 }
 
@@ -45,34 +47,45 @@ impl Handler for ExecHandler {
             .kill_on_drop(true)
             .env("AGDX_OPERATION", e.operation.as_deref().unwrap_or(""))
             .env("AGDX_CONVERSATION", e.conversation.to_string())
-            .env("AGDX_CORRELATION", e.correlation.map(|c| c.to_string()).unwrap_or_default())
-            .env("AGDX_RECORD", e.record.map(|r| r.to_string()).unwrap_or_default())
+            .env(
+                "AGDX_CORRELATION",
+                e.correlation.map(|c| c.to_string()).unwrap_or_default(),
+            )
+            .env(
+                "AGDX_RECORD",
+                e.record.map(|r| r.to_string()).unwrap_or_default(),
+            )
             .env("AGDX_SOURCE", e.source.as_str())
             .env("AGDX_ATTEMPT", request.attempt.to_string())
             .env_remove("AGDX_IDEMPOTENCY_KEY");
         if let Some(key) = &e.idempotency_key {
             command.env("AGDX_IDEMPOTENCY_KEY", key.as_str());
         }
-        let mut child = command
-            .spawn()
-            .map_err(|err| HandlerError::retryable(format!("could not start `sh -c {}`: {err}", self.command)))?;
+        let mut child = command.spawn().map_err(|err| {
+            HandlerError::retryable(format!("could not start `sh -c {}`: {err}", self.command))
+        })?;
         if let Some(mut stdin) = child.stdin.take() {
             // A command that does not read its input closes the pipe early; that is its choice.
             let _ = stdin.write_all(&request.body).await;
         }
-        let output = child
-            .wait_with_output()
-            .await
-            .map_err(|err| HandlerError::retryable(format!("waiting for `{}` failed: {err}", self.command)))?;
+        let output = child.wait_with_output().await.map_err(|err| {
+            HandlerError::retryable(format!("waiting for `{}` failed: {err}", self.command))
+        })?;
         let stderr = String::from_utf8_lossy(&output.stderr).trim().to_owned();
         match output.status.code() {
             Some(0) if output.stdout.is_empty() => Err(HandlerError::fatal(format!(
                 "`{}` exited 0 but printed nothing; a response needs a body, so print the answer on stdout",
                 self.command
             ))),
-            Some(0) => Ok(HandlerReply::Body { body: output.stdout, content_type: ContentType::Raw }),
+            Some(0) => Ok(HandlerReply::Body {
+                body: output.stdout,
+                content_type: ContentType::Raw,
+            }),
             Some(EXIT_RETRYABLE) => Err(HandlerError::retryable(if stderr.is_empty() {
-                format!("`{}` exited {EXIT_RETRYABLE} (try again later)", self.command)
+                format!(
+                    "`{}` exited {EXIT_RETRYABLE} (try again later)",
+                    self.command
+                )
             } else {
                 stderr
             })),

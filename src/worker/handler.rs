@@ -3,7 +3,10 @@
 
 use std::sync::{Arc, Mutex};
 
-use agdx_wire::{AgentEnvelope, AgentId, ContentType, ErrorBody, ErrorCode, LogPosition, StreamPurpose, TaskState};
+use agdx_wire::{
+    AgentEnvelope, AgentId, ContentType, ErrorBody, ErrorCode, LogPosition, StreamPurpose,
+    TaskState,
+};
 use async_trait::async_trait;
 
 use crate::producer::{ChunkWriter, Outgoing, ProduceError, Producer, ReplyTo};
@@ -47,9 +50,17 @@ impl Request {
 
     /// Opens a chunk stream answering this command; return
     /// [`HandlerReply::Streamed`] once it is finished. `None` for an event.
-    pub fn stream(&self, purpose: StreamPurpose, deadline_micros: Option<u64>) -> Option<ChunkWriter> {
+    pub fn stream(
+        &self,
+        purpose: StreamPurpose,
+        deadline_micros: Option<u64>,
+    ) -> Option<ChunkWriter> {
         let to = self.reply_to.as_ref()?;
-        Some(self.producer.stream(to, purpose, deadline_micros).record_into(self.recorder.clone()))
+        Some(
+            self.producer
+                .stream(to, purpose, deadline_micros)
+                .record_into(self.recorder.clone()),
+        )
     }
 
     /// Publishes where the task stands (`status` `task`). No-op for an event.
@@ -62,7 +73,10 @@ impl Request {
 
     /// Whether this handler call already published stream chunks.
     pub(crate) fn streamed(&self) -> Vec<Outgoing> {
-        self.recorder.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+        self.recorder
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 }
 
@@ -70,7 +84,10 @@ impl Request {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HandlerReply {
     /// Reply with a `response` carrying this body (must be non-empty).
-    Body { body: Vec<u8>, content_type: ContentType },
+    Body {
+        body: Vec<u8>,
+        content_type: ContentType,
+    },
     /// The handler answered with a chunk stream it finished itself.
     Streamed,
     /// No reply (the only sensible answer to an event).
@@ -80,11 +97,17 @@ pub enum HandlerReply {
 impl HandlerReply {
     /// A raw-bytes response.
     pub fn raw(body: impl Into<Vec<u8>>) -> Self {
-        HandlerReply::Body { body: body.into(), content_type: ContentType::Raw }
+        HandlerReply::Body {
+            body: body.into(),
+            content_type: ContentType::Raw,
+        }
     }
     /// A JSON response.
     pub fn json(body: impl Into<Vec<u8>>) -> Self {
-        HandlerReply::Body { body: body.into(), content_type: ContentType::Json }
+        HandlerReply::Body {
+            body: body.into(),
+            content_type: ContentType::Json,
+        }
     }
 }
 
@@ -104,11 +127,19 @@ pub struct HandlerError {
 impl HandlerError {
     /// A failure that may pass if tried again (code `internal`).
     pub fn retryable(message: impl Into<String>) -> Self {
-        Self { code: ErrorCode::Internal, message: message.into(), retryable: true }
+        Self {
+            code: ErrorCode::Internal,
+            message: message.into(),
+            retryable: true,
+        }
     }
     /// A failure that will not pass by trying again (code `invalid_request`).
     pub fn fatal(message: impl Into<String>) -> Self {
-        Self { code: ErrorCode::InvalidRequest, message: message.into(), retryable: false }
+        Self {
+            code: ErrorCode::InvalidRequest,
+            message: message.into(),
+            retryable: false,
+        }
     }
     /// Sets the error code the requester sees.
     pub fn with_code(mut self, code: ErrorCode) -> Self {
@@ -117,7 +148,9 @@ impl HandlerError {
     }
     /// The error body of the reply.
     pub fn to_body(&self) -> ErrorBody {
-        ErrorBody::new(self.code).with_message(self.message.clone()).retryable(self.retryable)
+        ErrorBody::new(self.code)
+            .with_message(self.message.clone())
+            .retryable(self.retryable)
     }
 }
 
@@ -146,7 +179,10 @@ pub struct EchoHandler;
 #[async_trait]
 impl Handler for EchoHandler {
     async fn handle(&self, request: Request) -> Result<HandlerReply, HandlerError> {
-        Ok(HandlerReply::Body { body: request.body, content_type: request.content_type })
+        Ok(HandlerReply::Body {
+            body: request.body,
+            content_type: request.content_type,
+        })
     }
 }
 

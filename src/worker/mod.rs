@@ -48,7 +48,9 @@ mod handler;
 mod process;
 
 pub use exec::{EXIT_RETRYABLE, ExecHandler};
-pub use handler::{EchoHandler, FnHandler, Handler, HandlerError, HandlerReply, Request, handler_fn};
+pub use handler::{
+    EchoHandler, FnHandler, Handler, HandlerError, HandlerReply, Request, handler_fn,
+};
 use process::{Disposition, Handlers, Outcome, Processor};
 
 /// How a worker pool behaves.
@@ -157,12 +159,21 @@ impl Worker {
     /// A worker answering as the producer's source agent.
     pub fn new(producer: crate::producer::Producer, config: WorkerConfig) -> Self {
         let claim_check = producer.claim_check().cloned();
-        Self { producer, config, handlers: Handlers::default(), clock: system_clock(), claim_check, stats: Arc::default() }
+        Self {
+            producer,
+            config,
+            handlers: Handlers::default(),
+            clock: system_clock(),
+            claim_check,
+            stats: Arc::default(),
+        }
     }
 
     /// Handles `operation` with `handler`.
     pub fn handle(mut self, operation: impl Into<String>, handler: impl Handler) -> Self {
-        self.handlers.by_operation.insert(operation.into(), Arc::new(handler));
+        self.handlers
+            .by_operation
+            .insert(operation.into(), Arc::new(handler));
         self
     }
 
@@ -188,7 +199,11 @@ impl Worker {
     /// commits the records in hand, and leaves the group.
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), WorkerError> {
         let agent = self.producer.source().clone();
-        let group = self.config.group.clone().unwrap_or_else(|| agent.to_string());
+        let group = self
+            .config
+            .group
+            .clone()
+            .unwrap_or_else(|| agent.to_string());
         let store = match &self.config.state_dir {
             Some(dir) => Some(ProcessedKeys::open(dir)?),
             None => None,
@@ -296,6 +311,31 @@ async fn partition_loop(ctx: Arc<PartitionContext>, partition: u32, cancel: Canc
         };
         let records = match polled {
             Ok(records) => records,
+            Err(LogError::Corrupt { position, reason }) => {
+                // A damaged record never surfaces; set it aside as a dead
+                // letter (no bytes to keep) and step over it.
+                tracing::error!(%position, %reason, "a stored command is damaged; dead-lettering it");
+                let capsule = crate::dlq::dead_letter(
+                    position,
+                    agdx_wire::DeadLetterReason::DecodeFailed,
+                    1,
+                    reason,
+                    Vec::new(),
+                );
+                let unflushed = Unflushed {
+                    dead_letters: vec![capsule],
+                    last_offset: Some(position.offset),
+                    ..Unflushed::default()
+                };
+                if let Err(error) = flush(&ctx, partition, unflushed, &mut from).await {
+                    failures += 1;
+                    tracing::warn!(%error, partition, "stepping over a damaged record failed; retrying");
+                    if sleep_or_cancel(pause(failures), &cancel).await {
+                        break;
+                    }
+                }
+                continue;
+            }
             Err(error) => {
                 failures += 1;
                 tracing::warn!(%error, partition, "polling commands failed; retrying");
@@ -308,8 +348,14 @@ async fn partition_loop(ctx: Arc<PartitionContext>, partition: u32, cancel: Canc
         if records.is_empty() {
             continue;
         }
-        let Ok(_permit) = ctx.permits.clone().acquire_owned().await else { break };
-        if let Some(store) = processor.store.as_ref().filter(|_| records.iter().any(carries_key)) {
+        let Ok(_permit) = ctx.permits.clone().acquire_owned().await else {
+            break;
+        };
+        if let Some(store) = processor
+            .store
+            .as_ref()
+            .filter(|_| records.iter().any(carries_key))
+        {
             let responses = &producer.topology().responses;
             if let Err(error) = store.catch_up(&log, responses, &processor.agent).await {
                 failures += 1;
@@ -322,6 +368,13 @@ async fn partition_loop(ctx: Arc<PartitionContext>, partition: u32, cancel: Canc
         }
         match handle_batch(&ctx, partition, &records, &mut from).await {
             Ok(()) => failures = 0,
+            Err(BatchError::Log(LogError::NotOwner { .. })) => {
+                tracing::info!(
+                    partition,
+                    "the partition moved to another member before the commit; its new owner handles the rest"
+                );
+                break;
+            }
             Err(error) => {
                 failures += 1;
                 tracing::warn!(%error, partition, offset = from, "publishing replies or committing failed; the records will be handled again");
@@ -369,10 +422,19 @@ struct Unflushed {
 }
 
 /// Handles `records` in order, publishing and committing in flushes.
-async fn handle_batch(ctx: &PartitionContext, partition: u32, records: &[LogRecord], from: &mut u64) -> Result<(), BatchError> {
+async fn handle_batch(
+    ctx: &PartitionContext,
+    partition: u32,
+    records: &[LogRecord],
+    from: &mut u64,
+) -> Result<(), BatchError> {
     let mut unflushed = Unflushed::default();
     for record in records {
-        let Outcome { disposition, replies, dead_letter } = ctx.processor.process(record).await?;
+        let Outcome {
+            disposition,
+            replies,
+            dead_letter,
+        } = ctx.processor.process(record).await?;
         ctx.stats.count(disposition);
         unflushed.replies.extend(replies);
         unflushed.dead_letters.extend(dead_letter);
@@ -388,13 +450,22 @@ async fn handle_batch(ctx: &PartitionContext, partition: u32, records: &[LogReco
 
 /// Steps 9 and 10 for a run of records: publish replies and dead letters,
 /// and only then commit.
-async fn flush(ctx: &PartitionContext, partition: u32, unflushed: Unflushed, from: &mut u64) -> Result<(), BatchError> {
-    let Some(last_offset) = unflushed.last_offset else { return Ok(()) };
+async fn flush(
+    ctx: &PartitionContext,
+    partition: u32,
+    unflushed: Unflushed,
+    from: &mut u64,
+) -> Result<(), BatchError> {
+    let Some(last_offset) = unflushed.last_offset else {
+        return Ok(());
+    };
     let processor = &ctx.processor;
     let producer = &processor.producer;
     let topology = producer.topology();
     if !unflushed.replies.is_empty() {
-        producer.publish(&topology.responses, unflushed.replies).await?;
+        producer
+            .publish(&topology.responses, unflushed.replies)
+            .await?;
     }
     let mut by_partition: HashMap<u32, Vec<_>> = HashMap::new();
     for capsule in &unflushed.dead_letters {
@@ -402,11 +473,19 @@ async fn flush(ctx: &PartitionContext, partition: u32, unflushed: Unflushed, fro
         by_partition.entry(dlq_partition).or_default().push(record);
     }
     for (dlq_partition, records) in by_partition {
-        producer.log().append(&topology.dlq, dlq_partition, records).await?;
+        producer
+            .log()
+            .append(&topology.dlq, dlq_partition, records)
+            .await?;
     }
-    producer.log().store_offset(&topology.commands, &ctx.group, partition, last_offset).await?;
+    producer
+        .log()
+        .store_offset(&topology.commands, &ctx.group, partition, last_offset)
+        .await?;
     ctx.stats.commits.fetch_add(1, Ordering::Relaxed);
-    ctx.stats.committed_records.fetch_add(unflushed.records, Ordering::Relaxed);
+    ctx.stats
+        .committed_records
+        .fetch_add(unflushed.records, Ordering::Relaxed);
     *from = last_offset + 1;
     Ok(())
 }

@@ -45,7 +45,11 @@ pub(crate) struct Outcome {
 
 impl Outcome {
     fn skipped() -> Self {
-        Self { disposition: Disposition::Skipped, replies: Vec::new(), dead_letter: None }
+        Self {
+            disposition: Disposition::Skipped,
+            replies: Vec::new(),
+            dead_letter: None,
+        }
     }
 }
 
@@ -58,14 +62,21 @@ pub(crate) struct Handlers {
 
 impl Handlers {
     fn get(&self, operation: Option<&str>) -> Option<Arc<dyn Handler>> {
-        operation.and_then(|op| self.by_operation.get(op)).or(self.fallback.as_ref()).cloned()
+        operation
+            .and_then(|op| self.by_operation.get(op))
+            .or(self.fallback.as_ref())
+            .cloned()
     }
 
     /// The handled operations, sorted, for error messages.
     fn list(&self) -> String {
         let mut ops: Vec<&str> = self.by_operation.keys().map(String::as_str).collect();
         ops.sort_unstable();
-        if ops.is_empty() { "nothing".to_owned() } else { ops.join(", ") }
+        if ops.is_empty() {
+            "nothing".to_owned()
+        } else {
+            ops.join(", ")
+        }
     }
 }
 
@@ -90,7 +101,13 @@ impl Processor {
             Ok(envelope) => envelope,
             Err(error) => {
                 tracing::warn!(position = %record.position, %error, "dead-lettering an undecodable record");
-                return Ok(self.dead(record, DeadLetterReason::DecodeFailed, 1, error.to_string(), None));
+                return Ok(self.dead(
+                    record,
+                    DeadLetterReason::DecodeFailed,
+                    1,
+                    error.to_string(),
+                    None,
+                ));
             }
         };
         let span = tracing::info_span!(
@@ -105,7 +122,11 @@ impl Processor {
         self.steps(record, envelope).instrument(span).await
     }
 
-    async fn steps(&self, record: &LogRecord, envelope: AgentEnvelope) -> Result<Outcome, StoreError> {
+    async fn steps(
+        &self,
+        record: &LogRecord,
+        envelope: AgentEnvelope,
+    ) -> Result<Outcome, StoreError> {
         let reply_to = match envelope.kind {
             Kind::Command => ReplyTo::for_command(&envelope, Some(record.position)),
             _ => None,
@@ -117,7 +138,13 @@ impl Processor {
                 self.agent, envelope.must_understand, self.understood_features
             );
             let error = ErrorBody::new(ErrorCode::Unsupported).with_message(message.clone());
-            return Ok(self.dead(record, DeadLetterReason::Rejected, 1, message, reply_to.map(|to| (to, error, None))));
+            return Ok(self.dead(
+                record,
+                DeadLetterReason::Rejected,
+                1,
+                message,
+                reply_to.map(|to| ErrorReply::new(to, error)),
+            ));
         }
         // 3. addressed to someone else
         if envelope.target.as_ref().is_some_and(|t| t != &self.agent) {
@@ -133,16 +160,24 @@ impl Processor {
                 self.agent
             );
             let error = ErrorBody::new(ErrorCode::DeadlineExceeded).with_message(message.clone());
-            return Ok(self.dead(record, DeadLetterReason::DeadlineExceeded, 1, message, reply_to.map(|to| (to, error, None))));
+            return Ok(self.dead(
+                record,
+                DeadLetterReason::DeadlineExceeded,
+                1,
+                message,
+                reply_to.map(|to| ErrorReply::new(to, error)),
+            ));
         }
         if !matches!(envelope.kind, Kind::Command | Kind::Event) {
             return Ok(Outcome::skipped());
         }
         // 6. idempotency key already processed
         let scope = match (&envelope.idempotency_key, &self.store) {
-            (Some(key), Some(_)) if envelope.kind == Kind::Command => {
-                Some(KeyScope { agent: self.agent.clone(), source: envelope.source.clone(), key: key.clone() })
-            }
+            (Some(key), Some(_)) if envelope.kind == Kind::Command => Some(KeyScope {
+                agent: self.agent.clone(),
+                source: envelope.source.clone(),
+                key: key.clone(),
+            }),
             _ => None,
         };
         if let (Some(scope), Some(store), Some(to)) = (&scope, &self.store, &reply_to) {
@@ -157,10 +192,20 @@ impl Processor {
         }
         // 7. dispatch by operation
         let Some(handler) = self.handlers.get(envelope.operation.as_deref()) else {
-            let Some(to) = reply_to else { return Ok(Outcome::skipped()) };
+            let Some(to) = reply_to else {
+                return Ok(Outcome::skipped());
+            };
             let message = match envelope.operation.as_deref() {
-                Some(op) => format!("no handler for operation '{op}' on agent '{}'; it handles: {}", self.agent, self.handlers.list()),
-                None => format!("the command names no operation and agent '{}' has no default handler; it handles: {}", self.agent, self.handlers.list()),
+                Some(op) => format!(
+                    "no handler for operation '{op}' on agent '{}'; it handles: {}",
+                    self.agent,
+                    self.handlers.list()
+                ),
+                None => format!(
+                    "the command names no operation and agent '{}' has no default handler; it handles: {}",
+                    self.agent,
+                    self.handlers.list()
+                ),
             };
             let error = ErrorBody::new(ErrorCode::Unsupported).with_message(message);
             return Ok(Outcome {
@@ -171,12 +216,20 @@ impl Processor {
         };
         let content_type = content_type_of(record);
         let body = match (content_type, &self.claim_check) {
-            (agdx_wire::ContentType::Ref, Some(check)) => match check.resolve(&envelope.body).await {
+            (agdx_wire::ContentType::Ref, Some(check)) => match check.resolve(&envelope.body).await
+            {
                 Ok(body) => body,
                 Err(error) => {
                     let message = format!("the claim-checked body was not accepted: {error}");
-                    let reply = ErrorBody::new(ErrorCode::InvalidRequest).with_message(message.clone());
-                    return Ok(self.dead(record, DeadLetterReason::Rejected, 1, message, reply_to.map(|to| (to, reply, None))));
+                    let reply =
+                        ErrorBody::new(ErrorCode::InvalidRequest).with_message(message.clone());
+                    return Ok(self.dead(
+                        record,
+                        DeadLetterReason::Rejected,
+                        1,
+                        message,
+                        reply_to.map(|to| ErrorReply::new(to, reply)),
+                    ));
                 }
             },
             _ => envelope.body.clone(),
@@ -199,8 +252,14 @@ impl Processor {
                 Ok(reply) => break Ok(reply),
                 // A retry after chunks went out would start a second stream the
                 // reader has no use for; such a failure is final.
-                Err(error) if error.retryable && self.retry.should_retry(request.attempt) && request.streamed().is_empty() => {
-                    let delay = self.retry.delay_after(request.attempt, rand::random::<f64>());
+                Err(error)
+                    if error.retryable
+                        && self.retry.should_retry(request.attempt)
+                        && request.streamed().is_empty() =>
+                {
+                    let delay = self
+                        .retry
+                        .delay_after(request.attempt, rand::random::<f64>());
                     tracing::info!(attempt = request.attempt, ?delay, %error, "retryable failure; trying again");
                     tokio::time::sleep(delay).await;
                     request.attempt += 1;
@@ -211,10 +270,27 @@ impl Processor {
         let streamed = request.streamed();
         match result {
             Err(error) => {
-                let reason = if error.retryable { DeadLetterReason::RetryExhausted } else { DeadLetterReason::Rejected };
+                let reason = if error.retryable {
+                    DeadLetterReason::RetryExhausted
+                } else {
+                    DeadLetterReason::Rejected
+                };
                 let open_stream = open_stream_end(&streamed);
-                let detail = format!("handler failed after {} attempt(s): {}", request.attempt, error.message);
-                Ok(self.dead(record, reason, request.attempt, detail, reply_to.map(|to| (to, error.to_body(), open_stream))))
+                let detail = format!(
+                    "handler failed after {} attempt(s): {}",
+                    request.attempt, error.message
+                );
+                Ok(self.dead(
+                    record,
+                    reason,
+                    request.attempt,
+                    detail,
+                    reply_to.map(|to| ErrorReply {
+                        to,
+                        error: error.to_body(),
+                        open_stream,
+                    }),
+                ))
             }
             Ok(reply) => {
                 // 9. the reply (published by the pool, which then commits: step 10)
@@ -225,10 +301,17 @@ impl Processor {
                 // The effect happened: record the key before anything else, so
                 // a crash from here on re-publishes instead of re-running.
                 if let (Some(scope), Some(store)) = (scope, &self.store) {
-                    let stored = streamed.into_iter().chain(replies.iter().cloned()).collect();
+                    let stored = streamed
+                        .into_iter()
+                        .chain(replies.iter().cloned())
+                        .collect();
                     store.put_all(vec![(scope, stored)]).await?;
                 }
-                Ok(Outcome { disposition: Disposition::Handled, replies, dead_letter: None })
+                Ok(Outcome {
+                    disposition: Disposition::Handled,
+                    replies,
+                    dead_letter: None,
+                })
             }
         }
     }
@@ -241,21 +324,52 @@ impl Processor {
         reason: DeadLetterReason,
         attempts: u32,
         detail: String,
-        reply: Option<(ReplyTo, ErrorBody, Option<(agdx_wire::ChannelId, u64)>)>,
+        reply: Option<ErrorReply>,
     ) -> Outcome {
         let replies = reply
-            .map(|(to, error, stream)| {
-                let mut outgoing = self.producer.error_envelope(&to, &error);
-                if let Some((channel, sequence)) = stream {
-                    outgoing.envelope = outgoing.envelope.with_stream_terminal(channel, sequence);
-                }
-                vec![outgoing]
-            })
+            .map(
+                |ErrorReply {
+                     to,
+                     error,
+                     open_stream,
+                 }| {
+                    let mut outgoing = self.producer.error_envelope(&to, &error);
+                    if let Some((channel, sequence)) = open_stream {
+                        outgoing.envelope =
+                            outgoing.envelope.with_stream_terminal(channel, sequence);
+                    }
+                    vec![outgoing]
+                },
+            )
             .unwrap_or_default();
         Outcome {
             disposition: Disposition::DeadLettered,
             replies,
-            dead_letter: Some(dead_letter(record.position, reason, attempts, detail, record.payload.clone())),
+            dead_letter: Some(dead_letter(
+                record.position,
+                reason,
+                attempts,
+                detail,
+                record.payload.clone(),
+            )),
+        }
+    }
+}
+
+/// The `error` answering a command that is dead-lettered.
+struct ErrorReply {
+    to: ReplyTo,
+    error: ErrorBody,
+    /// The channel and next sequence of a stream the handler left open.
+    open_stream: Option<(agdx_wire::ChannelId, u64)>,
+}
+
+impl ErrorReply {
+    fn new(to: ReplyTo, error: ErrorBody) -> Self {
+        Self {
+            to,
+            error,
+            open_stream: None,
         }
     }
 }

@@ -40,7 +40,17 @@ pub async fn fabrics(test: &str) -> Vec<Fabric> {
     let dir = tempfile::tempdir().expect("create a temporary directory");
     let path = dir.path().join("log");
     let log: SharedLog = Arc::new(EmbeddedLog::open(&path).expect("open the embedded log"));
-    all.push(Fabric::new("embedded", log, format!("embedded:{}", path.display()), test, dir, ()).await);
+    all.push(
+        Fabric::new(
+            "embedded",
+            log,
+            format!("embedded:{}", path.display()),
+            test,
+            dir,
+            (),
+        )
+        .await,
+    );
     match iggy::iggy_log().await {
         Ok(found) => {
             let log = found.log.clone();
@@ -87,7 +97,15 @@ impl Fabric {
             .ensure(log.as_ref())
             .await
             .expect("create the agent topology");
-        Fabric { backend, log, spec, stream, topology, dir, _keep: Box::new(keep) }
+        Fabric {
+            backend,
+            log,
+            spec,
+            stream,
+            topology,
+            dir,
+            _keep: Box::new(keep),
+        }
     }
 
     /// A producer writing as `agent`.
@@ -103,7 +121,10 @@ impl Fabric {
     /// A worker for `agent` with quick retries and a processed-key store in
     /// this test's directory.
     pub fn worker(&self, agent: &str) -> Worker {
-        Worker::new(self.producer(agent), quick_config(self.dir.path().join(format!("state-{agent}"))))
+        Worker::new(
+            self.producer(agent),
+            quick_config(self.dir.path().join(format!("state-{agent}"))),
+        )
     }
 
     /// Every record of `topic`, all partitions, in (partition, offset) order.
@@ -112,7 +133,11 @@ impl Fabric {
         for partition in 0..topic.partitions {
             let mut from = 0;
             loop {
-                let batch = self.log.poll(topic, partition, from, 1000, Duration::ZERO).await.expect("poll");
+                let batch = self
+                    .log
+                    .poll(topic, partition, from, 1000, Duration::ZERO)
+                    .await
+                    .expect("poll");
                 let Some(last) = batch.last() else { break };
                 from = last.position.offset + 1;
                 all.extend(batch);
@@ -141,8 +166,17 @@ impl Fabric {
 
     /// The record of `agent.commands` at `offset` of `partition`.
     pub async fn command_at(&self, partition: u32, offset: u64) -> LogRecord {
-        let mut records =
-            self.log.poll(&self.topology.commands, partition, offset, 1, Duration::ZERO).await.expect("poll");
+        let mut records = self
+            .log
+            .poll(
+                &self.topology.commands,
+                partition,
+                offset,
+                1,
+                Duration::ZERO,
+            )
+            .await
+            .expect("poll");
         assert_eq!(records.len(), 1, "no command at {partition}/{offset}");
         records.remove(0)
     }
@@ -152,7 +186,11 @@ impl Fabric {
 pub fn quick_config(state: std::path::PathBuf) -> WorkerConfig {
     WorkerConfig {
         concurrency: 4,
-        retry: RetryPolicy { max_attempts: 3, base_delay: Duration::from_millis(10), max_delay: Duration::from_millis(50) },
+        retry: RetryPolicy {
+            max_attempts: 3,
+            base_delay: Duration::from_millis(10),
+            max_delay: Duration::from_millis(50),
+        },
         state_dir: Some(state),
         rebalance_every: Duration::from_millis(100),
         ..WorkerConfig::default()
@@ -181,7 +219,10 @@ impl Running {
     /// Stops it gracefully and checks that it ended cleanly.
     pub async fn stop(self) {
         self.shutdown.cancel();
-        self.task.await.expect("the worker task").expect("the worker ended cleanly");
+        self.task
+            .await
+            .expect("the worker task")
+            .expect("the worker ended cleanly");
     }
 }
 
@@ -229,14 +270,26 @@ impl Fabric {
 
 /// Lines of a text file (none when it does not exist yet).
 pub fn lines_of(path: &std::path::Path) -> Vec<String> {
-    std::fs::read_to_string(path).map(|s| s.lines().map(str::to_owned).collect()).unwrap_or_default()
+    std::fs::read_to_string(path)
+        .map(|s| s.lines().map(str::to_owned).collect())
+        .unwrap_or_default()
 }
 
 /// Stops a worker process with SIGTERM and checks it exits 0 (a graceful stop).
 pub async fn terminate(child: &mut tokio::process::Child) {
     let pid = child.id().expect("a running worker");
-    let status = std::process::Command::new("kill").arg("-TERM").arg(pid.to_string()).status().expect("send SIGTERM");
+    let status = std::process::Command::new("kill")
+        .arg("-TERM")
+        .arg(pid.to_string())
+        .status()
+        .expect("send SIGTERM");
     assert!(status.success());
-    let exit = tokio::time::timeout(super::PATIENCE, child.wait()).await.expect("the worker stops").expect("wait");
-    assert!(exit.success(), "a worker stopped with SIGTERM exits 0, got {exit}");
+    let exit = tokio::time::timeout(super::PATIENCE, child.wait())
+        .await
+        .expect("the worker stops")
+        .expect("wait");
+    assert!(
+        exit.success(),
+        "a worker stopped with SIGTERM exits 0, got {exit}"
+    );
 }
