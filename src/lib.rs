@@ -30,3 +30,8 @@ pub use reassembly::{StreamAssembler, StreamCounters, StreamEnd, StreamEvent};
 pub use record::{content_type_of, envelope_of};
 pub use retry::RetryPolicy;
 pub use topology::{DEFAULT_PARTITIONS, DEFAULT_STREAM, TopicNames, Topology, TopologyConfig};
+
+/// The README's example compiles.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
