@@ -500,7 +500,17 @@ impl Producer {
         topic: &TopicInfo,
         outgoing: Outgoing,
     ) -> Result<Sent, ProduceError> {
-        let mut sent = self.publish(topic, vec![outgoing]).await?;
+        let e = &outgoing.envelope;
+        let span = tracing::info_span!(
+            "produce",
+            kind = e.kind.as_str(),
+            conversation = %e.conversation,
+            correlation = e.correlation.map(|c| c.to_string()).unwrap_or_default(),
+            agent = %self.inner.source,
+            topic = %topic.topic,
+            operation = e.operation.as_deref().unwrap_or(""),
+        );
+        let mut sent = self.publish(topic, vec![outgoing]).instrument(span).await?;
         Ok(sent.remove(0))
     }
 
