@@ -3,15 +3,25 @@
 //!
 //! The workload: `records` records of `size` bytes (with the three headers
 //! every agent record carries, unless `headers` is off) appended in batches
-//! of `batch` records, batch after batch, to the partitions of a new topic in
-//! turn; then every partition read back from offset 0 in polls of `batch`
-//! records. One request at a time, so the figures are those of one client.
+//! of `batch` records to the partitions of a new topic in turn, one request
+//! at a time; then every partition read back from offset 0 in polls of
+//! `batch` records. The time of an append counts from building the batch's
+//! records (each payload and its headers, as an application would) to the
+//! log's answer; the time of a poll from asking to having the records with
+//! their headers read.
 //!
-//! With a [`PlainIggyTarget`], the same workload runs in the same process
-//! against the same server through the `iggy` client directly (explicit
-//! partitions, the same batches, typed headers through its map API), and the
-//! report gives the ratio of the two. The bench stream is deleted afterwards
-//! when the plain client is there to do it.
+//! With a [`PlainIggyTarget`], the plain `iggy` client does the same in the
+//! same process against the same server, on a connection of its own: the
+//! same batches to the same partitions of the same topic (explicit
+//! partitions, typed headers through its map API), then reading back every
+//! partition in polls of `batch` records and reading each record's headers
+//! (the log port hands them out read). The two take turns request by
+//! request (who goes first alternating), so both meet the same server state,
+//! the same load from elsewhere and, on a server with several shards, the
+//! same placement of their connections. Each then reads every record of the
+//! topic, its own and the other's. The report gives the ratio of the two.
+//! The bench stream is deleted afterwards when the plain client is there to
+//! do it.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -29,7 +39,7 @@ use crate::log::{LogError, LogSpec, OutgoingRecord, SharedLog, TopicInfo};
 /// What to run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogBenchOptions {
-    /// How many records to append and read back.
+    /// How many records to append (per client) and read back.
     pub records: u64,
     /// Payload bytes per record.
     pub size: usize,
@@ -39,7 +49,7 @@ pub struct LogBenchOptions {
     pub partitions: u32,
     /// Whether each record carries the agent record headers.
     pub headers: bool,
-    /// The stream to create the bench topics in; `None` for a new one.
+    /// The stream to create the bench topic in; `None` for a new one.
     pub stream: Option<String>,
 }
 
@@ -78,7 +88,7 @@ impl PlainIggyTarget {
 }
 
 /// Records and payload bytes moved in some time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Throughput {
     pub records: u64,
     pub bytes: u64,
@@ -94,10 +104,16 @@ impl Throughput {
     pub fn mb_per_sec(&self) -> f64 {
         self.bytes as f64 / 1e6 / self.elapsed.as_secs_f64().max(f64::MIN_POSITIVE)
     }
+
+    fn add(&mut self, records: u64, size: usize, elapsed: Duration) {
+        self.records += records;
+        self.bytes += records * size as u64;
+        self.elapsed += elapsed;
+    }
 }
 
 /// The figures of one client: appending, then reading back.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct BenchFigures {
     pub append: Throughput,
     pub poll: Throughput,
@@ -116,7 +132,8 @@ pub struct LogBenchReport {
 }
 
 impl LogBenchReport {
-    /// Ours over plain for appending and for reading, when the plain client ran.
+    /// Ours over plain, in records per second, for appending and for
+    /// reading, when the plain client ran.
     pub fn ratios(&self) -> Option<(f64, f64)> {
         self.plain.map(|plain| {
             (
@@ -132,13 +149,18 @@ impl fmt::Display for LogBenchReport {
         let o = &self.options;
         writeln!(
             f,
-            "log bench on {}: {} records of {} B{}, batches of {}, {} partitions",
+            "log bench on {}: {} records of {} B{}, batches of {}, {} partitions{}",
             self.log,
             o.records,
             o.size,
             if o.headers { " with agent headers" } else { "" },
             o.batch,
-            o.partitions
+            o.partitions,
+            if self.plain.is_some() {
+                ", taking turns with the plain iggy client"
+            } else {
+                ""
+            }
         )?;
         writeln!(
             f,
@@ -188,246 +210,7 @@ fn agent_headers() -> Headers {
     ]
 }
 
-/// The sizes of the batches of the workload, in order.
-fn batches(opts: &LogBenchOptions) -> impl Iterator<Item = u32> + '_ {
-    let batch = u64::from(opts.batch);
-    (0..opts.records.div_ceil(batch))
-        .map(move |i| u32::try_from(batch.min(opts.records - i * batch)).unwrap_or(opts.batch))
-}
-
-fn check(opts: &LogBenchOptions) -> Result<(), LogError> {
-    if opts.records == 0 || opts.size == 0 || opts.batch == 0 || opts.partitions == 0 {
-        return Err(LogError::InvalidInput(format!(
-            "the bench needs at least one record of at least one byte, batches of at least one and one partition, not {opts:?}"
-        )));
-    }
-    Ok(())
-}
-
-/// Runs the workload through `log`, then (with `plain`) through the plain
-/// `iggy` client on the same server.
-pub async fn run_log_bench(
-    log: SharedLog,
-    plain: Option<PlainIggyTarget>,
-    opts: LogBenchOptions,
-) -> Result<LogBenchReport, LogError> {
-    check(&opts)?;
-    let stream = opts.stream.clone().unwrap_or_else(|| {
-        format!(
-            "agdx-bench-{}",
-            ulid::Ulid::new().to_string().to_lowercase()
-        )
-    });
-    let topic = log.ensure_topic(&stream, "ours", opts.partitions).await?;
-    let ours = bench_ours(&log, &topic, &opts).await?;
-    let plain = match plain {
-        Some(target) => {
-            let plain_topic = log.ensure_topic(&stream, "plain", opts.partitions).await?;
-            let client = PlainClient::connect(&target).await?;
-            let figures = client.bench(&plain_topic, &opts).await;
-            let deleted = client.delete_stream(topic.stream_id).await;
-            client.close().await;
-            let figures = figures?;
-            deleted?;
-            Some(figures)
-        }
-        None => None,
-    };
-    Ok(LogBenchReport {
-        log: log.describe(),
-        options: opts,
-        ours,
-        plain,
-    })
-}
-
-async fn bench_ours(
-    log: &SharedLog,
-    topic: &TopicInfo,
-    opts: &LogBenchOptions,
-) -> Result<BenchFigures, LogError> {
-    let payload = vec![b'a'; opts.size];
-    let headers = if opts.headers {
-        agent_headers()
-    } else {
-        Vec::new()
-    };
-    let started = Instant::now();
-    for (i, count) in batches(opts).enumerate() {
-        let records = (0..count)
-            .map(|_| OutgoingRecord {
-                headers: headers.clone(),
-                payload: payload.clone(),
-            })
-            .collect();
-        log.append(topic, partition_of(i, opts), records).await?;
-    }
-    let append = throughput(opts, started.elapsed());
-
-    let started = Instant::now();
-    let mut read = 0u64;
-    for partition in 0..opts.partitions {
-        let mut from = 0;
-        loop {
-            let records = log
-                .poll(topic, partition, from, opts.batch, Duration::ZERO)
-                .await?;
-            let Some(last) = records.last() else { break };
-            from = last.position.offset + 1;
-            read += records.len() as u64;
-        }
-    }
-    let poll = throughput(opts, started.elapsed());
-    expect_all(opts, read)?;
-    Ok(BenchFigures { append, poll })
-}
-
-fn partition_of(batch: usize, opts: &LogBenchOptions) -> u32 {
-    u32::try_from(batch as u64 % u64::from(opts.partitions)).unwrap_or(0)
-}
-
-fn throughput(opts: &LogBenchOptions, elapsed: Duration) -> Throughput {
-    Throughput {
-        records: opts.records,
-        bytes: opts.records * opts.size as u64,
-        elapsed,
-    }
-}
-
-fn expect_all(opts: &LogBenchOptions, read: u64) -> Result<(), LogError> {
-    if read == opts.records {
-        return Ok(());
-    }
-    Err(LogError::Backend(format!(
-        "the bench read back {read} of the {} records it appended",
-        opts.records
-    )))
-}
-
-/// The plain `iggy` client on the bench server.
-struct PlainClient {
-    client: IggyClient,
-    target: String,
-}
-
-impl PlainClient {
-    async fn connect(target: &PlainIggyTarget) -> Result<Self, LogError> {
-        let client = IggyClient::from_connection_string(&with_nodelay(&target.url)).map_err(|e| {
-            LogError::InvalidInput(format!(
-                "the plain Iggy client rejects the connection string: {e}"
-            ))
-        })?;
-        let plain = Self {
-            client,
-            target: target.url.rsplit('@').next().unwrap_or_default().to_owned(),
-        };
-        plain
-            .client
-            .connect()
-            .await
-            .map_err(|e| plain.error("connecting", e))?;
-        Ok(plain)
-    }
-
-    fn error(&self, doing: &str, e: IggyError) -> LogError {
-        LogError::Backend(format!(
-            "plain iggy client at {}: {doing}: {e}",
-            self.target
-        ))
-    }
-
-    async fn bench(
-        &self,
-        topic: &TopicInfo,
-        opts: &LogBenchOptions,
-    ) -> Result<BenchFigures, LogError> {
-        let numeric =
-            |id: u32| Identifier::numeric(id).map_err(|e| self.error("addressing the topic", e));
-        let (stream, topic_id) = (numeric(topic.stream_id)?, numeric(topic.topic_id)?);
-        let payload = Bytes::from(vec![b'a'; opts.size]);
-        let headers = if opts.headers {
-            Some(plain_headers().map_err(|e| self.error("building headers", e))?)
-        } else {
-            None
-        };
-        let started = Instant::now();
-        for (i, count) in batches(opts).enumerate() {
-            let mut messages = (0..count)
-                .map(|_| {
-                    IggyMessage::builder()
-                        .payload(payload.clone())
-                        .maybe_user_headers(headers.clone())
-                        .build()
-                })
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| self.error("building messages", e))?;
-            let partitioning = Partitioning::partition_id(partition_of(i, opts));
-            self.client
-                .send_messages(&stream, &topic_id, &partitioning, &mut messages)
-                .await
-                .map_err(|e| self.error("sending", e))?;
-        }
-        let append = throughput(opts, started.elapsed());
-
-        let consumer = Consumer::default();
-        let started = Instant::now();
-        let mut read = 0u64;
-        for partition in 0..opts.partitions {
-            let mut from = 0;
-            loop {
-                let strategy = PollingStrategy::offset(from);
-                let polled = self
-                    .client
-                    .poll_messages(
-                        &stream,
-                        &topic_id,
-                        Some(partition),
-                        &consumer,
-                        &strategy,
-                        opts.batch,
-                        false,
-                    )
-                    .await
-                    .map_err(|e| self.error("polling", e))?;
-                let Some(last) = polled.messages.last() else {
-                    break;
-                };
-                from = last.header.offset + 1;
-                read += polled.messages.len() as u64;
-            }
-        }
-        let poll = throughput(opts, started.elapsed());
-        expect_all(opts, read)?;
-        Ok(BenchFigures { append, poll })
-    }
-
-    async fn delete_stream(&self, stream_id: u32) -> Result<(), LogError> {
-        let id = Identifier::numeric(stream_id)
-            .map_err(|e| self.error("addressing the bench stream", e))?;
-        self.client
-            .delete_stream(&id)
-            .await
-            .map_err(|e| self.error("deleting the bench stream", e))
-    }
-
-    async fn close(&self) {
-        // The bench is over; a failure to say goodbye changes nothing.
-        let _ = self.client.shutdown().await;
-    }
-}
-
-/// The connection string with `nodelay=true` unless it sets `nodelay`, as
-/// agdx's own connections have it: with Nagle's algorithm on, every small
-/// request waits for the server's delayed acknowledgement.
-fn with_nodelay(url: &str) -> String {
-    match url.split_once('?') {
-        Some((_, query)) if query.split('&').any(|kv| kv.starts_with("nodelay=")) => url.to_owned(),
-        Some(_) => format!("{url}&nodelay=true"),
-        None => format!("{url}?nodelay=true"),
-    }
-}
-
-/// The agent record headers through the `iggy` client's map API.
+/// The same headers through the `iggy` client's map API.
 fn plain_headers() -> Result<BTreeMap<HeaderKey, IggyHeaderValue>, IggyError> {
     Ok(BTreeMap::from([
         (
@@ -445,6 +228,335 @@ fn plain_headers() -> Result<BTreeMap<HeaderKey, IggyHeaderValue>, IggyError> {
     ]))
 }
 
+/// The sizes of the batches of the workload, in order.
+fn batches(opts: &LogBenchOptions) -> impl Iterator<Item = u32> + '_ {
+    let batch = u64::from(opts.batch);
+    (0..opts.records.div_ceil(batch))
+        .map(move |i| u32::try_from(batch.min(opts.records - i * batch)).unwrap_or(opts.batch))
+}
+
+fn check(opts: &LogBenchOptions) -> Result<(), LogError> {
+    if opts.records == 0 || opts.size == 0 || opts.batch == 0 || opts.partitions == 0 {
+        return Err(LogError::InvalidInput(format!(
+            "the bench needs at least one record of at least one byte, batches of at least one and one partition, not {opts:?}"
+        )));
+    }
+    Ok(())
+}
+
+/// The connection string with `nodelay=true` unless it sets `nodelay`, as
+/// agdx's own connections have it: with Nagle's algorithm on, every small
+/// request waits for the server's delayed acknowledgement.
+fn with_nodelay(url: &str) -> String {
+    match url.split_once('?') {
+        Some((_, query)) if query.split('&').any(|kv| kv.starts_with("nodelay=")) => url.to_owned(),
+        Some(_) => format!("{url}&nodelay=true"),
+        None => format!("{url}?nodelay=true"),
+    }
+}
+
+/// One client of the bench, with the payload every record carries and
+/// whether records carry the agent headers.
+enum Side<'a> {
+    Ours {
+        log: &'a SharedLog,
+        payload: Vec<u8>,
+        headers: bool,
+    },
+    Plain {
+        client: &'a PlainClient,
+        payload: Vec<u8>,
+        headers: bool,
+    },
+}
+
+/// Records ready to append, in the form each client takes them.
+enum Batch {
+    Ours(Vec<OutgoingRecord>),
+    Plain(Vec<IggyMessage>),
+}
+
+impl Side<'_> {
+    /// Builds `count` records in the form this client takes them, as an
+    /// application would from its data: a payload of its own and typed
+    /// headers made through the client's API.
+    fn batch(&self, count: u32) -> Result<Batch, LogError> {
+        match self {
+            Side::Ours {
+                payload, headers, ..
+            } => Ok(Batch::Ours(
+                (0..count)
+                    .map(|_| OutgoingRecord {
+                        headers: if *headers {
+                            agent_headers()
+                        } else {
+                            Vec::new()
+                        },
+                        payload: payload.clone(),
+                    })
+                    .collect(),
+            )),
+            Side::Plain {
+                client,
+                payload,
+                headers,
+            } => (0..count)
+                .map(|_| {
+                    let headers = if *headers {
+                        Some(plain_headers()?)
+                    } else {
+                        None
+                    };
+                    IggyMessage::builder()
+                        .payload(Bytes::from(payload.clone()))
+                        .maybe_user_headers(headers)
+                        .build()
+                })
+                .collect::<Result<Vec<_>, _>>()
+                .map(Batch::Plain)
+                .map_err(|e| client.error("building messages", e)),
+        }
+    }
+
+    /// Appends a batch to `partition`.
+    async fn append(
+        &self,
+        topic: &TopicInfo,
+        partition: u32,
+        batch: Batch,
+    ) -> Result<(), LogError> {
+        match (self, batch) {
+            (Side::Ours { log, .. }, Batch::Ours(records)) => {
+                log.append(topic, partition, records).await
+            }
+            (Side::Plain { client, .. }, Batch::Plain(mut messages)) => {
+                client.send(topic, partition, &mut messages).await
+            }
+            _ => Err(LogError::InvalidInput(
+                "a bench batch went to the other client".into(),
+            )),
+        }
+    }
+
+    /// Reads up to `batch` records of `partition` from `from`; how many
+    /// came and the offset after the last.
+    async fn poll(
+        &self,
+        topic: &TopicInfo,
+        partition: u32,
+        from: u64,
+        batch: u32,
+    ) -> Result<(u64, u64), LogError> {
+        match self {
+            Side::Ours { log, .. } => {
+                let records = log
+                    .poll(topic, partition, from, batch, Duration::ZERO)
+                    .await?;
+                let next = records.last().map_or(from, |r| r.position.offset + 1);
+                Ok((records.len() as u64, next))
+            }
+            Side::Plain { client, .. } => client.poll(topic, partition, from, batch).await,
+        }
+    }
+}
+
+/// Runs the workload through `log` and, with `plain`, through the plain
+/// `iggy` client on the same server, taking turns.
+pub async fn run_log_bench(
+    log: SharedLog,
+    plain: Option<PlainIggyTarget>,
+    opts: LogBenchOptions,
+) -> Result<LogBenchReport, LogError> {
+    check(&opts)?;
+    let stream = opts.stream.clone().unwrap_or_else(|| {
+        format!(
+            "bench-log-{}",
+            ulid::Ulid::new().to_string().to_lowercase()
+        )
+    });
+    let topic = log.ensure_topic(&stream, "bench", opts.partitions).await?;
+    let ours = Side::Ours {
+        log: &log,
+        payload: vec![b'a'; opts.size],
+        headers: opts.headers,
+    };
+    let (ours, plain) = match plain {
+        Some(target) => {
+            let client = PlainClient::connect(&target).await?;
+            let plain = Side::Plain {
+                client: &client,
+                payload: vec![b'a'; opts.size],
+                headers: opts.headers,
+            };
+            let measured = measure(&[ours, plain], &topic, &opts).await;
+            let deleted = client.delete_stream(topic.stream_id).await;
+            client.close().await;
+            let figures = measured?;
+            deleted?;
+            (figures[0], Some(figures[1]))
+        }
+        None => (measure(&[ours], &topic, &opts).await?[0], None),
+    };
+    Ok(LogBenchReport {
+        log: log.describe(),
+        options: opts,
+        ours,
+        plain,
+    })
+}
+
+/// Runs the workload with every side taking turns, request by request.
+async fn measure(
+    sides: &[Side<'_>],
+    topic: &TopicInfo,
+    opts: &LogBenchOptions,
+) -> Result<Vec<BenchFigures>, LogError> {
+    let mut figures = vec![BenchFigures::default(); sides.len()];
+    let turn = |round: usize| (0..sides.len()).map(move |k| (round + k) % sides.len());
+
+    for (round, count) in batches(opts).enumerate() {
+        let partition = u32::try_from(round as u64 % u64::from(opts.partitions)).unwrap_or(0);
+        for s in turn(round) {
+            let started = Instant::now();
+            let batch = sides[s].batch(count)?;
+            sides[s].append(topic, partition, batch).await?;
+            figures[s]
+                .append
+                .add(u64::from(count), opts.size, started.elapsed());
+        }
+    }
+
+    for partition in 0..opts.partitions {
+        let mut cursors: Vec<Option<u64>> = vec![Some(0); sides.len()];
+        let mut round = 0;
+        while cursors.iter().any(Option::is_some) {
+            for s in turn(round) {
+                let Some(from) = cursors[s] else { continue };
+                let started = Instant::now();
+                let (read, next) = sides[s].poll(topic, partition, from, opts.batch).await?;
+                figures[s].poll.add(read, opts.size, started.elapsed());
+                cursors[s] = (read > 0).then_some(next);
+            }
+            round += 1;
+        }
+    }
+
+    let expected = opts.records * sides.len() as u64;
+    for f in &figures {
+        if f.poll.records != expected {
+            return Err(LogError::Backend(format!(
+                "the bench read back {} of the {expected} records appended",
+                f.poll.records
+            )));
+        }
+    }
+    Ok(figures)
+}
+
+/// The plain `iggy` client on the bench server.
+struct PlainClient {
+    client: IggyClient,
+    target: String,
+    reader: Consumer,
+}
+
+impl PlainClient {
+    async fn connect(target: &PlainIggyTarget) -> Result<Self, LogError> {
+        let client =
+            IggyClient::from_connection_string(&with_nodelay(&target.url)).map_err(|e| {
+                LogError::InvalidInput(format!(
+                    "the plain Iggy client rejects the connection string: {e}"
+                ))
+            })?;
+        let plain = Self {
+            client,
+            target: target.url.rsplit('@').next().unwrap_or_default().to_owned(),
+            reader: Consumer::default(),
+        };
+        plain
+            .client
+            .connect()
+            .await
+            .map_err(|e| plain.error("connecting", e))?;
+        Ok(plain)
+    }
+
+    fn error(&self, doing: &str, e: IggyError) -> LogError {
+        LogError::Backend(format!(
+            "plain iggy client at {}: {doing}: {e}",
+            self.target
+        ))
+    }
+
+    fn ids(&self, topic: &TopicInfo) -> Result<(Identifier, Identifier), LogError> {
+        let numeric =
+            |id: u32| Identifier::numeric(id).map_err(|e| self.error("addressing the topic", e));
+        Ok((numeric(topic.stream_id)?, numeric(topic.topic_id)?))
+    }
+
+    async fn send(
+        &self,
+        topic: &TopicInfo,
+        partition: u32,
+        messages: &mut [IggyMessage],
+    ) -> Result<(), LogError> {
+        let (stream, topic_id) = self.ids(topic)?;
+        self.client
+            .send_messages(
+                &stream,
+                &topic_id,
+                &Partitioning::partition_id(partition),
+                messages,
+            )
+            .await
+            .map_err(|e| self.error("sending", e))
+    }
+
+    async fn poll(
+        &self,
+        topic: &TopicInfo,
+        partition: u32,
+        from: u64,
+        batch: u32,
+    ) -> Result<(u64, u64), LogError> {
+        let (stream, topic_id) = self.ids(topic)?;
+        let polled = self
+            .client
+            .poll_messages(
+                &stream,
+                &topic_id,
+                Some(partition),
+                &self.reader,
+                &PollingStrategy::offset(from),
+                batch,
+                false,
+            )
+            .await
+            .map_err(|e| self.error("polling", e))?;
+        for message in &polled.messages {
+            message
+                .user_headers_map()
+                .map_err(|e| self.error("reading headers", e))?;
+        }
+        let next = polled.messages.last().map_or(from, |m| m.header.offset + 1);
+        Ok((polled.messages.len() as u64, next))
+    }
+
+    async fn delete_stream(&self, stream_id: u32) -> Result<(), LogError> {
+        let id = Identifier::numeric(stream_id)
+            .map_err(|e| self.error("addressing the bench stream", e))?;
+        self.client
+            .delete_stream(&id)
+            .await
+            .map_err(|e| self.error("deleting the bench stream", e))
+    }
+
+    async fn close(&self) {
+        // The bench is over; a failure to say goodbye changes nothing.
+        let _ = self.client.shutdown().await;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -457,6 +569,22 @@ mod tests {
             ..LogBenchOptions::default()
         };
         assert_eq!(batches(&opts).collect::<Vec<_>>(), vec![100, 100, 50]);
+    }
+
+    #[test]
+    fn nodelay_is_added_unless_set() {
+        assert_eq!(
+            with_nodelay("iggy://a:b@h:1"),
+            "iggy://a:b@h:1?nodelay=true"
+        );
+        assert_eq!(
+            with_nodelay("iggy://a:b@h:1?heartbeat_interval=1s"),
+            "iggy://a:b@h:1?heartbeat_interval=1s&nodelay=true"
+        );
+        assert_eq!(
+            with_nodelay("iggy://a:b@h:1?nodelay=false"),
+            "iggy://a:b@h:1?nodelay=false"
+        );
     }
 
     #[test]

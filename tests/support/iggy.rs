@@ -16,7 +16,7 @@
 #![allow(dead_code)]
 
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -87,7 +87,7 @@ async fn shared_server() -> Result<Arc<Server>, String> {
 enum Server {
     Running(String),
     Process(ServerProcess),
-    Container(ContainerAsync<GenericImage>, String),
+    Container(Box<ContainerAsync<GenericImage>>, String),
 }
 
 impl Server {
@@ -166,7 +166,7 @@ impl ServerProcess {
         Ok(process)
     }
 
-    async fn wait_until_ready(&mut self, log_path: &PathBuf) -> Result<(), String> {
+    async fn wait_until_ready(&mut self, log_path: &Path) -> Result<(), String> {
         let url = format!("iggy://iggy:iggy@{}", self.address);
         let started = Instant::now();
         loop {
@@ -265,5 +265,8 @@ async fn start_container() -> Result<Server, String> {
         .get_host_port_ipv4(8090)
         .await
         .map_err(|e| format!("cannot find the container's port 8090: {e}"))?;
-    Ok(Server::Container(container, format!("{host}:{port}")))
+    Ok(Server::Container(
+        Box::new(container),
+        format!("{host}:{port}"),
+    ))
 }

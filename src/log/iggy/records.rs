@@ -7,16 +7,18 @@
 //! the round trip (Iggy's map-based helpers would sort them by key).
 
 use agdx_wire::{HeaderKind, HeaderValue, Headers};
-use bytes::{Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use iggy::prelude::{
     HeaderKind as IggyHeaderKind, IggyMessage, MAX_PAYLOAD_SIZE, MAX_USER_HEADERS_SIZE,
 };
-use iggy_binary_protocol::{WireUserHeaders, encode_user_headers, user_headers_encoded_size};
 
 use crate::log::{LogError, LogRecord, OutgoingRecord, TopicInfo};
 
 /// Longest header key or value Iggy accepts.
 const MAX_HEADER_FIELD: usize = 255;
+
+/// Bytes before each field of a header block: kind code and u32 length.
+const FIELD_FRAMING: usize = 5;
 
 /// Iggy's kind for an AGDX header kind (the same fifteen kinds).
 fn to_iggy_kind(kind: HeaderKind) -> IggyHeaderKind {
@@ -111,59 +113,69 @@ fn encode_headers(headers: &Headers) -> Result<Option<Bytes>, LogError> {
             )));
         }
     }
-    let key_kind = IggyHeaderKind::String.as_code();
-    let entries: Vec<(u8, &[u8], u8, &[u8])> = headers
+    let size: usize = headers
         .iter()
-        .map(|(key, value)| {
-            (
-                key_kind,
-                key.as_bytes(),
-                to_iggy_kind(value.kind).as_code(),
-                value.bytes.as_slice(),
-            )
-        })
-        .collect();
-    let size = user_headers_encoded_size(&entries);
+        .map(|(key, value)| 2 * FIELD_FRAMING + key.len() + value.bytes.len())
+        .sum();
     if size > MAX_USER_HEADERS_SIZE as usize {
         return Err(LogError::InvalidInput(format!(
             "the headers take {size} bytes; Iggy accepts at most {MAX_USER_HEADERS_SIZE} bytes of headers per record"
         )));
     }
     let mut block = BytesMut::with_capacity(size);
-    encode_user_headers(&entries, &mut block);
+    for (key, value) in headers {
+        put_field(&mut block, IggyHeaderKind::String, key.as_bytes());
+        put_field(&mut block, to_iggy_kind(value.kind), &value.bytes);
+    }
     Ok(Some(block.freeze()))
 }
 
+/// Appends one field of the header block: kind code, u32 LE length, bytes.
+/// The lengths are checked before (at most 255).
+fn put_field(block: &mut BytesMut, kind: IggyHeaderKind, bytes: &[u8]) {
+    block.put_u8(kind.as_code());
+    block.put_u32_le(u32::try_from(bytes.len()).unwrap_or(u32::MAX));
+    block.put_slice(bytes);
+}
+
+/// Splits the first field off a header block: its kind code and bytes.
+fn take_field(block: &[u8]) -> Result<(u8, &[u8], &[u8]), String> {
+    let truncated = || format!("a header block cut short ({} bytes left)", block.len());
+    let (&kind, rest) = block.split_first().ok_or_else(truncated)?;
+    let (len, rest) = rest.split_first_chunk::<4>().ok_or_else(truncated)?;
+    let len = u32::from_le_bytes(*len) as usize;
+    if len > rest.len() {
+        return Err(truncated());
+    }
+    let (bytes, rest) = rest.split_at(len);
+    Ok((kind, bytes, rest))
+}
+
 /// Reads a raw Iggy header block back, in order.
-fn decode_headers(block: &Bytes) -> Result<Headers, String> {
-    let block = WireUserHeaders::from_bytes(block.clone())
-        .map_err(|e| format!("malformed header block: {e}"))?;
-    block
-        .iter()
-        .map(|entry| {
-            if entry.key_kind.0 != IggyHeaderKind::String.as_code() {
-                return Err(format!(
-                    "a header key of kind code {} (AGDX keys are strings)",
-                    entry.key_kind.0
-                ));
-            }
-            let key = std::str::from_utf8(entry.key)
-                .map_err(|_| "a header key that is not UTF-8".to_owned())?;
-            let kind = IggyHeaderKind::from_code(entry.value_kind.0).map_err(|_| {
-                format!(
-                    "header '{key}' has the unknown kind code {}",
-                    entry.value_kind.0
-                )
-            })?;
-            Ok((
-                key.to_owned(),
-                HeaderValue {
-                    kind: from_iggy_kind(kind),
-                    bytes: entry.value.to_vec(),
-                },
-            ))
-        })
-        .collect()
+fn decode_headers(mut block: &[u8]) -> Result<Headers, String> {
+    let mut headers = Vec::with_capacity(4);
+    while !block.is_empty() {
+        let (key_kind, key, rest) = take_field(block)?;
+        let (value_kind, value, rest) = take_field(rest)?;
+        block = rest;
+        if key_kind != IggyHeaderKind::String.as_code() {
+            return Err(format!(
+                "a header key of kind code {key_kind} (AGDX keys are strings)"
+            ));
+        }
+        let key =
+            std::str::from_utf8(key).map_err(|_| "a header key that is not UTF-8".to_owned())?;
+        let kind = IggyHeaderKind::from_code(value_kind)
+            .map_err(|_| format!("header '{key}' has the unknown kind code {value_kind}"))?;
+        headers.push((
+            key.to_owned(),
+            HeaderValue {
+                kind: from_iggy_kind(kind),
+                bytes: value.to_vec(),
+            },
+        ));
+    }
+    Ok(headers)
 }
 
 /// The Iggy message for `record`.
@@ -253,6 +265,29 @@ mod tests {
         );
         let key = iggy::prelude::HeaderKey::try_from("agdx.ct").unwrap();
         assert_eq!(map[&key].as_uint8().unwrap(), 3);
+    }
+
+    #[test]
+    fn headers_written_by_the_iggy_map_api() {
+        let key = |k: &str| iggy::prelude::HeaderKey::try_from(k).unwrap();
+        let map = std::collections::BTreeMap::from([
+            (key("b"), iggy::prelude::HeaderValue::from(7u32)),
+            (key("a"), iggy::prelude::HeaderValue::try_from("x").unwrap()),
+        ]);
+        let message = IggyMessage::builder()
+            .payload(Bytes::from_static(b"p"))
+            .user_headers(map)
+            .build()
+            .unwrap();
+        let decoded = decode_headers(message.user_headers.as_ref().unwrap()).unwrap();
+        assert_eq!(
+            decoded,
+            vec![
+                ("a".to_owned(), HeaderValue::string("x")),
+                ("b".to_owned(), HeaderValue::u32(7))
+            ]
+        );
+        assert!(decode_headers(&message.user_headers.unwrap()[..3]).is_err());
     }
 
     #[test]
