@@ -368,12 +368,10 @@ pub async fn run_log_bench(
     opts: LogBenchOptions,
 ) -> Result<LogBenchReport, LogError> {
     check(&opts)?;
-    let stream = opts.stream.clone().unwrap_or_else(|| {
-        format!(
-            "bench-log-{}",
-            ulid::Ulid::new().to_string().to_lowercase()
-        )
-    });
+    let stream = opts
+        .stream
+        .clone()
+        .unwrap_or_else(|| format!("bench-log-{}", ulid::Ulid::new().to_string().to_lowercase()));
     let topic = log.ensure_topic(&stream, "bench", opts.partitions).await?;
     let ours = Side::Ours {
         log: &log,
