@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use agdx::log::embedded::EmbeddedLog;
 use agdx::log::{Log, LogError, SharedLog, TopicInfo};
-use support::embedded::{Child, ChildTask, report};
+use support::embedded::{Child, ChildTask, damage_payload, database, report, tamper};
 use support::{eventually, record, texts};
 
 /// The child test's name, as the parent passes it to `--exact`.
@@ -370,13 +370,8 @@ async fn a_damaged_record_is_reported_never_returned() {
         .await
         .expect("append");
 
-    // Flip the payload of offset 1 and the headers of offset 2 behind the log's back.
-    let db = rusqlite::Connection::open(dir.path().join("log.sqlite3")).expect("open the database");
-    db.execute("UPDATE records SET payload = x'7231ff' WHERE off = 1", [])
-        .expect("damage a payload");
-    db.execute("UPDATE records SET headers = x'05' WHERE off = 2", [])
-        .expect("damage headers");
-    drop(db);
+    damage_payload(dir.path(), &topic, 0, 1);
+    tamper(dir.path(), &topic, 0, 2, "headers = x'05'");
 
     let before = log
         .poll(&topic, 0, 0, 10, Duration::ZERO)
@@ -408,10 +403,9 @@ async fn a_damaged_record_is_reported_never_returned() {
 #[tokio::test]
 async fn another_programs_database_is_refused() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let db = rusqlite::Connection::open(dir.path().join("log.sqlite3")).expect("create a database");
-    db.execute("CREATE TABLE mine (x)", [])
+    database(dir.path())
+        .execute("CREATE TABLE mine (x)", [])
         .expect("create a table");
-    drop(db);
     match EmbeddedLog::open(dir.path()) {
         Err(LogError::Incompatible { .. }) => {}
         Err(other) => panic!("wrong error: {other}"),
@@ -426,13 +420,45 @@ async fn a_dropped_member_keeps_its_partitions_until_its_lease_expires() {
     let topic = log.ensure_topic("s", "t", 2).await.expect("ensure_topic");
     let gone = log.join_group(&topic, "g").await.expect("join");
     assert_eq!(gone.assigned().await.expect("assigned"), [0, 1]);
+    let member = gone.member_id();
     drop(gone);
+    // A renewal under way when the handle went may still write the lease.
+    // A handle's renewals take turns on one connection, so once another
+    // member has joined through it, no such write is left to come.
+    log.join_group(&topic, "barrier")
+        .await
+        .expect("join")
+        .leave()
+        .await
+        .expect("leave");
+
+    // Push the lease an hour ahead, so that no stall of a loaded machine
+    // can run it out before the heir asks.
+    let db = database(dir.path());
+    let lease_until: i64 = db
+        .query_row(
+            "SELECT lease_until FROM group_members WHERE member = ?1",
+            [&member],
+            |row| row.get(0),
+        )
+        .expect("the dropped member's lease is still there");
+    let set_lease = |until: i64| {
+        db.execute(
+            "UPDATE group_members SET lease_until = ?1 WHERE member = ?2",
+            rusqlite::params![until, member],
+        )
+        .expect("set the lease");
+    };
+    set_lease(lease_until + 3_600_000_000);
     let heir = log.join_group(&topic, "g").await.expect("join");
     assert_eq!(
         heir.assigned().await.expect("assigned"),
         Vec::<u32>::new(),
-        "a fresh lease still holds them"
+        "a live lease still holds them"
     );
+
+    // Give the lease back its own end: it runs out with nobody renewing it.
+    set_lease(lease_until);
     eventually("the expired lease to free the partitions", || async {
         (heir.assigned().await.expect("assigned") == [0, 1]).then_some(())
     })

@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
 
-use agdx::log::SharedLog;
 use agdx::log::embedded::EmbeddedLog;
+use agdx::log::{SharedLog, TopicInfo};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::mpsc;
 
@@ -36,6 +36,36 @@ pub fn embedded_log() -> TestLog {
         })
     });
     TestLog::new("embedded", log, reopen, dir)
+}
+
+/// The embedded log's database file inside its directory.
+const DB_FILE: &str = "log.sqlite3";
+
+/// The database of the embedded log in `dir` (created when missing), opened
+/// directly to change what the log stores behind its back.
+pub fn database(dir: &Path) -> rusqlite::Connection {
+    rusqlite::Connection::open(dir.join(DB_FILE)).expect("open the log's database")
+}
+
+/// Rewrites the stored record at `offset` of `partition` with the SQL
+/// assignment `set` (say `headers = x'05'`), behind the log's back.
+pub fn tamper(dir: &Path, topic: &TopicInfo, partition: u32, offset: u64, set: &str) {
+    let changed = database(dir)
+        .execute(
+            &format!(
+                "UPDATE records SET {set} WHERE part = ?3 AND off = ?4 AND topic_key =
+                 (SELECT topic_key FROM topics WHERE stream_id = ?1 AND id = ?2)"
+            ),
+            rusqlite::params![topic.stream_id, topic.topic_id, partition, offset],
+        )
+        .expect("tamper with a stored record");
+    assert_eq!(changed, 1, "no stored record at {partition}/{offset}");
+}
+
+/// Damages the stored payload of one record so that its checksum no longer
+/// matches: reading it reports `LogError::Corrupt`.
+pub fn damage_payload(dir: &Path, topic: &TopicInfo, partition: u32, offset: u64) {
+    tamper(dir, topic, partition, offset, "payload = payload || x'ff'");
 }
 
 /// Environment variable naming the role a child process plays.
