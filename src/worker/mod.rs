@@ -325,13 +325,17 @@ async fn partition_loop(ctx: Arc<PartitionContext>, partition: u32, cancel: Canc
                 let unflushed = Unflushed {
                     dead_letters: vec![capsule],
                     last_offset: Some(position.offset),
+                    records: 1,
                     ..Unflushed::default()
                 };
-                if let Err(error) = flush(&ctx, partition, unflushed, &mut from).await {
-                    failures += 1;
-                    tracing::warn!(%error, partition, "stepping over a damaged record failed; retrying");
-                    if sleep_or_cancel(pause(failures), &cancel).await {
-                        break;
+                match flush(&ctx, partition, unflushed, &mut from).await {
+                    Ok(()) => ctx.stats.count(Disposition::DeadLettered),
+                    Err(error) => {
+                        failures += 1;
+                        tracing::warn!(%error, partition, "stepping over a damaged record failed; retrying");
+                        if sleep_or_cancel(pause(failures), &cancel).await {
+                            break;
+                        }
                     }
                 }
                 continue;

@@ -36,21 +36,7 @@ pub struct Fabric {
 /// The fabric on every backend available (embedded always; Iggy when the
 /// harness finds a server, else one line saying why not).
 pub async fn fabrics(test: &str) -> Vec<Fabric> {
-    let mut all = Vec::new();
-    let dir = tempfile::tempdir().expect("create a temporary directory");
-    let path = dir.path().join("log");
-    let log: SharedLog = Arc::new(EmbeddedLog::open(&path).expect("open the embedded log"));
-    all.push(
-        Fabric::new(
-            "embedded",
-            log,
-            format!("embedded:{}", path.display()),
-            test,
-            dir,
-            (),
-        )
-        .await,
-    );
+    let mut all = vec![embedded_fabric(test).await];
     match iggy::iggy_log().await {
         Ok(found) => {
             let log = found.log.clone();
@@ -61,6 +47,16 @@ pub async fn fabrics(test: &str) -> Vec<Fabric> {
         Err(reason) => eprintln!("iggy: skipped: {reason}"),
     }
     all
+}
+
+/// The fabric on the embedded log alone, which lives in the `log` folder of
+/// [`Fabric::dir`].
+pub async fn embedded_fabric(test: &str) -> Fabric {
+    let dir = tempfile::tempdir().expect("create a temporary directory");
+    let path = dir.path().join("log");
+    let log: SharedLog = Arc::new(EmbeddedLog::open(&path).expect("open the embedded log"));
+    let spec = format!("embedded:{}", path.display());
+    Fabric::new("embedded", log, spec, test, dir, ()).await
 }
 
 /// Runs `check` on every fabric, naming the backend when it fails.

@@ -1,0 +1,120 @@
+//! A worker steps over a command whose stored bytes are damaged: it sets the
+//! record aside as a `decode_failed` dead letter (with no payload, as none
+//! can be read), commits past it and answers the commands around it.
+//!
+//! On the embedded log only: damaging a stored record behind the log's back
+//! is something only its database allows.
+
+mod support;
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use agdx::log::LogError;
+use agdx::wire::DeadLetterReason;
+use agdx::worker::EchoHandler;
+use agdx::{CommandRequest, ReplyEvent, ReplyWatch};
+use support::embedded::damage_payload;
+use support::eventually;
+use support::fabric::{ANSWER, Running, agent_id, embedded_fabric};
+
+/// The watched command's terminal reply, which must be a response echoing `body`.
+async fn echoed(watch: &mut ReplyWatch, body: &[u8]) -> agdx::Reply {
+    loop {
+        match watch.next(ANSWER).await.expect("a reply") {
+            ReplyEvent::Status(_) => {}
+            ReplyEvent::Response(reply) => {
+                assert_eq!(reply.body, body, "the echo of its own command");
+                return reply;
+            }
+            other => panic!("expected a response, got {other:?}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_command_is_dead_lettered_and_the_commands_around_it_are_answered() {
+    let fabric = embedded_fabric("damaged").await;
+    let commands = &fabric.topology.commands;
+    let requester = fabric.requester("asker");
+    // One conversation, so the three land in one partition, in order.
+    let conversation = agdx::new_conversation_id();
+    let bodies: [&[u8]; 3] = [b"first", b"second", b"third"];
+    let mut watches = Vec::new();
+    for body in bodies {
+        let request = CommandRequest::new("hello", body.to_vec())
+            .to(agent_id("echo"))
+            .conversation(conversation);
+        watches.push(requester.send(request).await.expect("send"));
+    }
+    let partition = watches[0].sent().partition;
+    for (offset, body) in bodies.iter().enumerate() {
+        let command = fabric.command_at(partition, offset as u64).await;
+        let envelope = agdx::envelope_of(&command).expect("a command");
+        assert_eq!(
+            envelope.body, *body,
+            "command {offset} sits at offset {offset}"
+        );
+    }
+
+    let damaged = commands.position(partition, 1);
+    damage_payload(&fabric.dir.path().join("log"), commands, partition, 1);
+    let reason = match fabric
+        .log
+        .poll(commands, partition, 1, 1, Duration::ZERO)
+        .await
+    {
+        Err(LogError::Corrupt { position, reason }) if position == damaged => reason,
+        other => panic!("the damaged record reads as corrupt, got {other:?}"),
+    };
+
+    let worker = fabric.worker("echo").handle("hello", EchoHandler);
+    let stats = worker.stats();
+    let running = Running::start(worker);
+
+    let first = echoed(&mut watches[0], bodies[0]).await;
+    assert_eq!(
+        first.envelope.cause_at,
+        Some(commands.position(partition, 0))
+    );
+    let third = echoed(&mut watches[2], bodies[2]).await;
+    assert_eq!(
+        third.envelope.cause_at,
+        Some(commands.position(partition, 2))
+    );
+
+    // The worker's group is its agent's name.
+    eventually("the commit to reach the third command", || async {
+        let committed = fabric
+            .log
+            .committed_offset(commands, "echo", partition)
+            .await
+            .expect("committed_offset");
+        (committed == Some(2)).then_some(())
+    })
+    .await;
+
+    let dead_letters = fabric.dead_letters().await;
+    assert_eq!(dead_letters.len(), 1, "one damaged record, one dead letter");
+    let capsule = &dead_letters[0];
+    assert_eq!(capsule.reason, DeadLetterReason::DecodeFailed);
+    assert_eq!(capsule.source, damaged);
+    assert!(capsule.payload.is_empty(), "no bytes of a damaged record");
+    assert_eq!(
+        capsule.detail.as_deref(),
+        Some(reason.as_str()),
+        "the capsule says what the log found wrong"
+    );
+
+    let responses = fabric.responses().await;
+    assert_eq!(
+        responses.len(),
+        2,
+        "the commands around the damaged one are answered, it is not"
+    );
+    // Stopped, the pool has settled every count.
+    running.stop().await;
+    assert_eq!(stats.handled.load(Ordering::SeqCst), 2);
+    assert_eq!(stats.dead_lettered.load(Ordering::SeqCst), 1);
+    assert_eq!(stats.committed_records.load(Ordering::SeqCst), 3);
+}
