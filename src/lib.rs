@@ -1,5 +1,22 @@
 //! AGDX runtime: agents and services exchanging typed CBOR envelopes over a
 //! durable, partitioned log (an embedded local log or Apache Iggy).
+//!
+//! The pieces, from the bottom up:
+//!
+//! - [`wire`] (the `agdx-wire` crate): ids, the [`wire::AgentEnvelope`],
+//!   capsules, validation, headers. Runtime-free.
+//! - [`log`]: the one log interface ([`log::Log`]) and its backends, chosen
+//!   with a [`log::LogSpec`] such as `embedded:.agdx` or
+//!   `iggy://iggy:iggy@127.0.0.1:8090`.
+//! - [`TopologyConfig`] / [`Topology`]: the stream and its five agent topics.
+//! - [`Producer`]: typed verbs (`command`, `respond`, `event`, `status_*`,
+//!   `fail`, chunk streams) that validate before they send.
+//! - [`Requester`]: `ask` and `ask_stream`, first terminal reply wins.
+//! - [`worker::Worker`]: a consumer-group member that runs handlers and
+//!   commits only after the reply is on the log.
+//!
+//! Time enters through a [`Clock`], so deadline logic is testable without
+//! sleeping ([`ManualClock`]).
 
 mod ask;
 pub mod bench;

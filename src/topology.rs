@@ -70,52 +70,39 @@ impl TopologyConfig {
         [&t.commands, &t.responses, &t.registry, &t.dlq, &t.snapshots]
     }
 
+    /// Resolves each of the five topics with `find`, in the order of
+    /// runtime.md §2.
+    async fn each(
+        &self,
+        mut find: impl AsyncFnMut(&str) -> Result<TopicInfo, LogError>,
+    ) -> Result<Topology, LogError> {
+        let t = &self.topics;
+        Ok(Topology {
+            commands: find(&t.commands).await?,
+            responses: find(&t.responses).await?,
+            registry: find(&t.registry).await?,
+            dlq: find(&t.dlq).await?,
+            snapshots: find(&t.snapshots).await?,
+        })
+    }
+
     /// Creates whatever of the topology is missing (idempotent) and returns
-    /// the resolved topics.
+    /// the resolved topics; an existing topic with another partition count
+    /// is [`LogError::PartitionMismatch`].
     pub async fn ensure(&self, log: &dyn Log) -> Result<Topology, LogError> {
-        let mut found = Vec::with_capacity(5);
-        for name in self.topic_names() {
-            found.push(
-                log.ensure_topic(&self.stream, name, self.partitions)
-                    .await?,
-            );
-        }
-        Ok(Topology::from_vec(found))
+        self.each(async |name| log.ensure_topic(&self.stream, name, self.partitions).await)
+            .await
     }
 
     /// Uses the topics that exist, whatever their partition count, and
     /// creates the missing ones with this configuration's count. This is
     /// what every command but `agdx init` does, so nothing needs setting up.
     pub async fn open(&self, log: &dyn Log) -> Result<Topology, LogError> {
-        let mut found = Vec::with_capacity(5);
-        for name in self.topic_names() {
-            let topic = match log.topic(&self.stream, name).await? {
-                Some(topic) => topic,
-                None => {
-                    log.ensure_topic(&self.stream, name, self.partitions)
-                        .await?
-                }
-            };
-            found.push(topic);
-        }
-        Ok(Topology::from_vec(found))
-    }
-
-    /// Resolves the existing topology without creating anything; a missing
-    /// topic is [`LogError::NoSuchTopic`] (its message says to run `agdx init`).
-    pub async fn resolve(&self, log: &dyn Log) -> Result<Topology, LogError> {
-        let mut found = Vec::with_capacity(5);
-        for name in self.topic_names() {
-            let topic =
-                log.topic(&self.stream, name)
-                    .await?
-                    .ok_or_else(|| LogError::NoSuchTopic {
-                        stream: self.stream.clone(),
-                        topic: name.to_owned(),
-                    })?;
-            found.push(topic);
-        }
-        Ok(Topology::from_vec(found))
+        self.each(async |name| match log.topic(&self.stream, name).await? {
+            Some(topic) => Ok(topic),
+            None => log.ensure_topic(&self.stream, name, self.partitions).await,
+        })
+        .await
     }
 }
 
@@ -130,18 +117,6 @@ pub struct Topology {
 }
 
 impl Topology {
-    fn from_vec(topics: Vec<TopicInfo>) -> Self {
-        let mut it = topics.into_iter();
-        let mut next = || it.next().expect("exactly five topics were resolved");
-        Self {
-            commands: next(),
-            responses: next(),
-            registry: next(),
-            dlq: next(),
-            snapshots: next(),
-        }
-    }
-
     /// All topics, in the order of runtime.md §2.
     pub fn all(&self) -> [&TopicInfo; 5] {
         [
