@@ -250,3 +250,50 @@ async fn a_stream_past_its_opening_deadline_is_abandoned() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batched_writer_holds_chunks_back_until_the_batch_fills_or_the_stream_ends() {
+    on_every_fabric("stream-batch", |fabric| async move {
+        let requester = fabric.requester("reader");
+        let (mut watch, to) = open_watch(&requester).await;
+        let writer = fabric.producer("streamer");
+        let mut stream = writer.stream(&to, StreamPurpose::Chat, None).batch(3);
+        let on_log = || async {
+            fabric
+                .responses()
+                .await
+                .into_iter()
+                .filter(|e| e.correlation == Some(to.correlation))
+                .count()
+        };
+        stream.send(b"a".to_vec()).await.expect("send");
+        stream.send(b"b".to_vec()).await.expect("send");
+        assert_eq!(
+            on_log().await,
+            0,
+            "two chunks of a batch of three are held back"
+        );
+        stream.send(b"c".to_vec()).await.expect("send");
+        assert_eq!(on_log().await, 3, "a full batch goes out in one append");
+        stream.send(b"d".to_vec()).await.expect("send");
+        stream
+            .finish(Vec::new(), Some("stop"), None)
+            .await
+            .expect("finish");
+        assert_eq!(
+            on_log().await,
+            5,
+            "finishing appends what was held back and the last chunk"
+        );
+        let (chunks, end) = read_stream(&mut watch).await;
+        assert_eq!(chunks, ["a", "b", "c", "d"]);
+        assert_eq!(
+            end,
+            StreamEnd::Finished {
+                finish_reason: Some("stop".into()),
+                usage: None
+            }
+        );
+    })
+    .await;
+}

@@ -33,7 +33,7 @@ to use an Apache Iggy server instead.
              agdx: error internal: database is down
              # exit 3; the original command is kept verbatim on agent.dlq:
    shell 2:  agdx tail --topic agent.dlq
-             {"topic":"agent.dlq", ... "reason":"retry_exhausted","attempts":3, "payload":{...the command...}}
+             {"topic":"agent.dlq",...,"dead_letter":{"source":"0/3/5/0","reason":"retry_exhausted","attempts":3,...,"payload":{"kind":"command",...}}}
 
 5. A streamed reply, printed as it arrives
    shell 1:  agdx worker --agent story --exec 'for w in once upon a time; do echo "$w"; done'
