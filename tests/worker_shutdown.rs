@@ -1,17 +1,20 @@
 //! Graceful shutdown: a worker told to stop finishes the record in hand,
-//! publishes its reply, commits, and leaves the group. On every backend.
+//! publishes its reply, commits it, leaves the rest for the next reader, and
+//! leaves the group. On every backend.
 
 mod support;
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use agdx::worker::{HandlerReply, handler_fn};
-use agdx::{CommandRequest, ReplyEvent};
+use agdx::{CommandRequest, ReplyEvent, new_conversation_id};
 use support::fabric::{ANSWER, Running, agent_id, on_every_fabric};
 use tokio::sync::mpsc;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn stopping_finishes_the_record_in_hand_and_commits_it() {
+async fn stopping_finishes_the_record_in_hand_commits_it_and_leaves_the_rest() {
     on_every_fabric("shutdown", |fabric| async move {
         let (started, mut handler_started) = mpsc::unbounded_channel();
         let slow = handler_fn(move |request| {
@@ -24,30 +27,60 @@ async fn stopping_finishes_the_record_in_hand_and_commits_it() {
         });
         let worker = Running::start(fabric.worker("slow").handle("work", slow));
         let requester = fabric.requester("asker");
-        let mut watch = requester
-            .send(CommandRequest::new("work", b"in hand".to_vec()).to(agent_id("slow")))
-            .await
-            .expect("send");
+        // Three commands in one conversation: one partition, handled in order.
+        let conversation = new_conversation_id();
+        let mut watches = Vec::new();
+        for body in ["first", "second", "third"] {
+            let request = CommandRequest::new("work", body.as_bytes().to_vec())
+                .to(agent_id("slow"))
+                .conversation(conversation);
+            watches.push(requester.send(request).await.expect("send"));
+        }
         tokio::time::timeout(ANSWER, handler_started.recv())
             .await
             .expect("the handler to start");
         worker.stop().await;
 
-        match watch.next(ANSWER).await.expect("the reply") {
-            ReplyEvent::Response(reply) => assert_eq!(reply.body, b"in hand"),
+        match watches[0].next(ANSWER).await.expect("the reply") {
+            ReplyEvent::Response(reply) => assert_eq!(reply.body, b"first"),
             other => panic!("expected the response, got {other:?}"),
         }
-        let sent = watch.sent();
+        let partition = watches[0].sent().partition;
         let committed = fabric
             .log
-            .committed_offset(&fabric.topology.commands, "slow", sent.partition)
+            .committed_offset(&fabric.topology.commands, "slow", partition)
             .await
             .expect("read the offset");
         assert_eq!(
             committed,
             Some(0),
-            "the record in hand was committed before the worker left"
+            "the record in hand was committed, the others were not"
         );
+        assert!(
+            watches[1].next(Duration::from_millis(500)).await.is_err(),
+            "the second was left for later"
+        );
+
+        // The next worker takes up where the first stopped.
+        let runs = Arc::new(AtomicU32::new(0));
+        let counted = runs.clone();
+        let quick = handler_fn(move |request| {
+            counted.fetch_add(1, Ordering::SeqCst);
+            async move { Ok(HandlerReply::raw(request.body)) }
+        });
+        let worker = Running::start(fabric.worker("slow").handle("work", quick));
+        for (watch, body) in watches[1..].iter_mut().zip(["second", "third"]) {
+            match watch.next(ANSWER).await.expect("the reply") {
+                ReplyEvent::Response(reply) => assert_eq!(reply.body, body.as_bytes()),
+                other => panic!("expected the response, got {other:?}"),
+            }
+        }
+        assert_eq!(
+            runs.load(Ordering::SeqCst),
+            2,
+            "the first command was not handled again"
+        );
+        worker.stop().await;
     })
     .await;
 }

@@ -370,7 +370,7 @@ async fn partition_loop(ctx: Arc<PartitionContext>, partition: u32, cancel: Canc
                 continue;
             }
         }
-        match handle_batch(&ctx, partition, &records, &mut from).await {
+        match handle_batch(&ctx, partition, &records, &mut from, &cancel).await {
             Ok(()) => failures = 0,
             Err(BatchError::Log(LogError::NotOwner { .. })) => {
                 tracing::info!(
@@ -425,15 +425,22 @@ struct Unflushed {
     since: Option<Instant>,
 }
 
-/// Handles `records` in order, publishing and committing in flushes.
+/// Handles `records` in order, publishing and committing in flushes, until
+/// `cancel` says to stop.
 async fn handle_batch(
     ctx: &PartitionContext,
     partition: u32,
     records: &[LogRecord],
     from: &mut u64,
+    cancel: &CancellationToken,
 ) -> Result<(), BatchError> {
     let mut unflushed = Unflushed::default();
     for record in records {
+        // Stopping (or losing the partition) ends the batch after the record
+        // in hand; the rest stays uncommitted for whoever reads next.
+        if cancel.is_cancelled() {
+            break;
+        }
         let Outcome {
             disposition,
             replies,
