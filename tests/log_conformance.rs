@@ -7,70 +7,49 @@ use std::time::Duration;
 
 use agdx::log::{LogError, OutgoingRecord, SharedLog, TopicInfo, partition_for_key};
 use agdx::wire::{HeaderKind, HeaderValue, Headers};
-use support::{Reopen, eventually, on_every_backend, record, texts, wait_for_split};
+use support::{Subject, drain, eventually, on_every_backend, record, texts, wait_for_split};
 
 /// Long enough that a wait which ends is one that was woken.
 const LONG_WAIT: Duration = Duration::from_secs(30);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn append_and_poll_keep_order() {
-    on_every_backend("order", |b, stream| {
-        check_append_poll_order(b.log.clone(), stream)
-    })
-    .await;
+    on_every_backend("order", check_append_poll_order).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn typed_headers_round_trip() {
-    on_every_backend("headers", |b, stream| {
-        check_headers_round_trip(b.log.clone(), stream)
-    })
-    .await;
+    on_every_backend("headers", check_headers_round_trip).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn records_keyed_by_conversation_land_in_its_partition() {
-    on_every_backend("keys", |b, stream| {
-        check_keyed_partition(b.log.clone(), stream)
-    })
-    .await;
+    on_every_backend("keys", check_keyed_partition).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn group_members_split_partitions_and_survivors_take_over() {
-    on_every_backend("group", |b, stream| {
-        check_group_failover(b.log.clone(), stream)
-    })
-    .await;
+    on_every_backend("group", check_group_failover).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leaving_a_group_hands_partitions_over_at_once() {
-    on_every_backend("leave", |b, stream| {
-        check_graceful_leave(b.log.clone(), stream)
-    })
-    .await;
+    on_every_backend("leave", check_graceful_leave).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn offsets_and_records_persist_across_restart() {
-    on_every_backend("restart", |b, stream| {
-        check_persistence(b.log.clone(), b.reopen.clone(), stream)
-    })
-    .await;
+    on_every_backend("restart", check_persistence).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiting_poll_wakes_on_append() {
-    on_every_backend("wake", |b, stream| check_poll_wakes(b.log.clone(), stream)).await;
+    on_every_backend("wake", check_poll_wakes).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_requests_give_typed_errors() {
-    on_every_backend("errors", |b, stream| {
-        check_typed_errors(b.log.clone(), stream)
-    })
-    .await;
+    on_every_backend("errors", check_typed_errors).await;
 }
 
 /// The partition formula, against xxHash32 values computed independently
@@ -98,32 +77,7 @@ fn partition_for_key_is_xxhash32_mod_partitions() {
     assert_eq!(partition_for_key(b"01HZX3V5M8Q4R7T2W9YBCDEFGH", 8), 2);
 }
 
-async fn drain(
-    log: &SharedLog,
-    topic: &TopicInfo,
-    partition: u32,
-    from: u64,
-    chunk: u32,
-) -> Vec<agdx::log::LogRecord> {
-    let mut out = Vec::new();
-    loop {
-        let next = from + out.len() as u64;
-        let got = log
-            .poll(topic, partition, next, chunk, Duration::ZERO)
-            .await
-            .expect("poll");
-        assert!(
-            got.len() <= chunk as usize,
-            "a poll returned more than it was asked for"
-        );
-        if got.is_empty() {
-            return out;
-        }
-        out.extend(got);
-    }
-}
-
-async fn check_append_poll_order(log: SharedLog, stream: String) {
+async fn check_append_poll_order(Subject { log, stream, .. }: Subject) {
     let topic = log
         .ensure_topic(&stream, "orders", 3)
         .await
@@ -169,7 +123,7 @@ async fn check_append_poll_order(log: SharedLog, stream: String) {
     assert_eq!(log.last_offset(&topic, 0).await.expect("last_offset"), None);
     assert_eq!(log.last_offset(&topic, 2).await.expect("last_offset"), None);
 
-    let all = drain(&log, &topic, 1, 0, 4).await;
+    let all = drain(log.as_ref(), &topic, 1, 0, 4).await;
     assert_eq!(texts(&all), expected);
     for (i, r) in all.iter().enumerate() {
         assert_eq!(r.position, topic.position(1, i as u64));
@@ -190,7 +144,7 @@ async fn check_append_poll_order(log: SharedLog, stream: String) {
         .await
         .expect("poll from 7");
     assert_eq!(texts(&middle), ["r7", "r8", "r9"]);
-    let tail = drain(&log, &topic, 1, 13, 100).await;
+    let tail = drain(log.as_ref(), &topic, 1, 13, 100).await;
     assert_eq!(texts(&tail), ["r13", "r14", "r15"]);
     assert!(
         log.poll(&topic, 1, 16, 10, Duration::ZERO)
@@ -225,7 +179,7 @@ fn sorted(headers: &Headers) -> Headers {
     headers
 }
 
-async fn check_headers_round_trip(log: SharedLog, stream: String) {
+async fn check_headers_round_trip(Subject { log, stream, .. }: Subject) {
     let topic = log
         .ensure_topic(&stream, "headers", 1)
         .await
@@ -302,7 +256,7 @@ async fn check_headers_round_trip(log: SharedLog, stream: String) {
     );
 }
 
-async fn check_keyed_partition(log: SharedLog, stream: String) {
+async fn check_keyed_partition(Subject { log, stream, .. }: Subject) {
     let partitions = 8;
     let topic = log
         .ensure_topic(&stream, "keyed", partitions)
@@ -322,7 +276,7 @@ async fn check_keyed_partition(log: SharedLog, stream: String) {
         }
     }
     for partition in 0..partitions {
-        let got = texts(&drain(&log, &topic, partition, 0, 100).await);
+        let got = texts(&drain(log.as_ref(), &topic, partition, 0, 100).await);
         let expected: Vec<&str> = conversations
             .iter()
             .filter(|c| partition_for_key(c.as_bytes(), partitions) == partition)
@@ -349,10 +303,10 @@ async fn resume(log: &SharedLog, topic: &TopicInfo, group: &str, partition: u32)
         .await
         .expect("committed_offset")
         .map_or(0, |offset| offset + 1);
-    texts(&drain(log, topic, partition, next, 10).await)
+    texts(&drain(log.as_ref(), topic, partition, next, 10).await)
 }
 
-async fn check_group_failover(log: SharedLog, stream: String) {
+async fn check_group_failover(Subject { log, stream, .. }: Subject) {
     let partitions = 4;
     let topic = log
         .ensure_topic(&stream, "work", partitions)
@@ -396,7 +350,7 @@ async fn check_group_failover(log: SharedLog, stream: String) {
     a.leave().await.expect("leave");
 }
 
-async fn check_graceful_leave(log: SharedLog, stream: String) {
+async fn check_graceful_leave(Subject { log, stream, .. }: Subject) {
     let partitions = 4;
     let topic = log
         .ensure_topic(&stream, "work", partitions)
@@ -425,7 +379,13 @@ async fn check_graceful_leave(log: SharedLog, stream: String) {
     a.leave().await.expect("leave");
 }
 
-async fn check_persistence(log: SharedLog, reopen: Reopen, stream: String) {
+async fn check_persistence(
+    Subject {
+        log,
+        reopen,
+        stream,
+    }: Subject,
+) {
     let topic = log
         .ensure_topic(&stream, "durable", 2)
         .await
@@ -480,7 +440,7 @@ async fn check_persistence(log: SharedLog, reopen: Reopen, stream: String) {
         None
     );
     assert_eq!(
-        texts(&drain(&log, &topic, 0, 0, 10).await),
+        texts(&drain(log.as_ref(), &topic, 0, 0, 10).await),
         ["d0", "d1", "d2", "d3", "d4"]
     );
     assert_eq!(
@@ -489,7 +449,7 @@ async fn check_persistence(log: SharedLog, reopen: Reopen, stream: String) {
     );
 }
 
-async fn check_poll_wakes(log: SharedLog, stream: String) {
+async fn check_poll_wakes(Subject { log, stream, .. }: Subject) {
     let topic = log
         .ensure_topic(&stream, "wake", 2)
         .await
@@ -524,7 +484,7 @@ async fn check_poll_wakes(log: SharedLog, stream: String) {
     }
 }
 
-async fn check_typed_errors(log: SharedLog, stream: String) {
+async fn check_typed_errors(Subject { log, stream, .. }: Subject) {
     let topic = log
         .ensure_topic(&stream, "strict", 2)
         .await

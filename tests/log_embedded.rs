@@ -8,32 +8,29 @@
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use agdx::log::embedded::EmbeddedLog;
 use agdx::log::{Log, LogError, SharedLog, TopicInfo};
 use support::embedded::{Child, ChildTask, damage_payload, database, report, tamper};
-use support::{eventually, record, texts};
+use support::{drain, eventually, record, texts};
 
 /// The child test's name, as the parent passes it to `--exact`.
 const CHILD: &str = "child";
 
 const TOPIC: &str = "t";
 
-/// Every record of a partition, read in chunks.
-async fn read_all(log: &dyn Log, topic: &TopicInfo, partition: u32) -> Vec<agdx::log::LogRecord> {
-    let mut out = Vec::new();
-    loop {
-        let got = log
-            .poll(topic, partition, out.len() as u64, 500, Duration::ZERO)
-            .await
-            .expect("poll");
-        if got.is_empty() {
-            return out;
-        }
-        out.extend(got);
-    }
+/// Opens the log in `dir` again and finds the topic the children made.
+async fn reopen_children_topic(dir: &Path, stream: &str) -> (EmbeddedLog, TopicInfo) {
+    let log = EmbeddedLog::open(dir).expect("open the children's log");
+    let topic = log
+        .topic(stream, TOPIC)
+        .await
+        .expect("topic")
+        .expect("the children made the topic");
+    (log, topic)
 }
 
 /// The payload of record `seq` written by the crash test's appender:
@@ -148,13 +145,8 @@ async fn concurrent_processes_append_without_losing_or_interleaving() {
         child.succeeds().await;
     }
 
-    let log = EmbeddedLog::open(dir.path()).expect("open");
-    let topic = log
-        .topic(&stream, TOPIC)
-        .await
-        .expect("topic")
-        .expect("the children created the topic");
-    let records = read_all(&log, &topic, 0).await;
+    let (log, topic) = reopen_children_topic(dir.path(), &stream).await;
+    let records = drain(&log, &topic, 0, 0, 500).await;
     assert_eq!(
         records.len(),
         processes * per_process,
@@ -163,7 +155,7 @@ async fn concurrent_processes_append_without_losing_or_interleaving() {
     let mut next: BTreeMap<String, usize> = BTreeMap::new();
     for (offset, r) in records.iter().enumerate() {
         assert_eq!(r.position.offset, offset as u64, "offsets are contiguous");
-        let text = String::from_utf8(r.payload.clone()).expect("utf-8");
+        let text = std::str::from_utf8(&r.payload).expect("utf-8");
         let (tag, n) = text.split_once(':').expect("tag:n");
         let expected = next.entry(tag.to_owned()).or_default();
         assert_eq!(
@@ -187,34 +179,21 @@ async fn kill_9_loses_no_acknowledged_record() {
     let dir = tempfile::tempdir().expect("temp dir");
     let stream = support::unique_stream("crash");
     let mut appender = Child::spawn(CHILD, "crash-appender", dir.path(), &stream, "");
-    let mut acknowledged = None;
-    while acknowledged.is_none_or(|seq| seq < 300) {
-        let line = appender.line().await;
-        acknowledged = Some(
-            line.strip_prefix("ack ")
-                .expect("an ack")
-                .parse::<u64>()
-                .expect("seq"),
-        );
+    let acked = |line: String| -> u64 {
+        let seq = line.strip_prefix("ack ").expect("an ack");
+        seq.parse().expect("seq")
+    };
+    let mut acknowledged = acked(appender.line().await);
+    while acknowledged < 300 {
+        acknowledged = acked(appender.line().await);
     }
     appender.kill().await;
     for line in appender.remaining_lines().await {
-        acknowledged = Some(
-            line.strip_prefix("ack ")
-                .expect("an ack")
-                .parse()
-                .expect("seq"),
-        );
+        acknowledged = acked(line);
     }
-    let acknowledged = acknowledged.expect("acks");
 
-    let log = EmbeddedLog::open(dir.path()).expect("reopen after the crash");
-    let topic = log
-        .topic(&stream, TOPIC)
-        .await
-        .expect("topic")
-        .expect("topic exists");
-    let records = read_all(&log, &topic, 0).await;
+    let (log, topic) = reopen_children_topic(dir.path(), &stream).await;
+    let records = drain(&log, &topic, 0, 0, 500).await;
     assert!(
         records.len() as u64 > acknowledged,
         "{} records survived, but {acknowledged} was acknowledged",
@@ -276,12 +255,7 @@ async fn a_killed_member_process_loses_its_partitions_to_the_other() {
     }
 
     // A process that owns no partition cannot commit for the group's owners.
-    let log = EmbeddedLog::open(dir.path()).expect("open");
-    let topic = log
-        .topic(&stream, TOPIC)
-        .await
-        .expect("topic")
-        .expect("topic exists");
+    let (log, topic) = reopen_children_topic(dir.path(), &stream).await;
     let refused = log.store_offset(&topic, "workers", 0, 0).await;
     assert!(
         matches!(refused, Err(LogError::NotOwner { partition: 0, .. })),

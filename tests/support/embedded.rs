@@ -22,11 +22,18 @@ use tokio::sync::mpsc;
 
 use super::{Opened, PATIENCE, Reopen, TestLog};
 
-/// An embedded log in a fresh temporary directory.
-pub fn embedded_log() -> TestLog {
+/// An embedded log in the `log` folder of a fresh temporary directory: the
+/// directory (removed when dropped), the log's path, and the log.
+pub fn fresh_embedded_log() -> (tempfile::TempDir, PathBuf, SharedLog) {
     let dir = tempfile::tempdir().expect("create a temporary directory");
     let path = dir.path().join("log");
     let log: SharedLog = Arc::new(EmbeddedLog::open(&path).expect("open the embedded log"));
+    (dir, path, log)
+}
+
+/// An embedded log in a fresh temporary directory.
+pub fn embedded_log() -> TestLog {
+    let (dir, path, log) = fresh_embedded_log();
     let reopen: Reopen = Arc::new(move || {
         let path = path.clone();
         Box::pin(async move {

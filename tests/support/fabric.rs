@@ -6,7 +6,6 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agdx::log::embedded::EmbeddedLog;
 use agdx::log::{LogRecord, SharedLog, TopicInfo};
 use agdx::wire::{AgentEnvelope, AgentId, DeadLetter};
 use agdx::worker::{Worker, WorkerConfig};
@@ -52,9 +51,7 @@ pub async fn fabrics(test: &str) -> Vec<Fabric> {
 /// The fabric on the embedded log alone, which lives in the `log` folder of
 /// [`Fabric::dir`].
 pub async fn embedded_fabric(test: &str) -> Fabric {
-    let dir = tempfile::tempdir().expect("create a temporary directory");
-    let path = dir.path().join("log");
-    let log: SharedLog = Arc::new(EmbeddedLog::open(&path).expect("open the embedded log"));
+    let (dir, path, log) = super::embedded::fresh_embedded_log();
     let spec = format!("embedded:{}", path.display());
     Fabric::new("embedded", log, spec, test, dir, ()).await
 }
@@ -66,15 +63,8 @@ where
     Fut: Future<Output = ()> + Send + 'static,
 {
     for fabric in fabrics(test).await {
-        let fabric = Arc::new(fabric);
         let backend = fabric.backend;
-        if let Err(error) = tokio::spawn(check(fabric)).await {
-            let message = match error.try_into_panic() {
-                Ok(panic) => super::panic_message(panic),
-                Err(error) => error.to_string(),
-            };
-            panic!("{test} failed on the {backend} backend: {message}");
-        }
+        super::naming_backend(test, backend, check(Arc::new(fabric))).await;
     }
 }
 
@@ -127,17 +117,7 @@ impl Fabric {
     pub async fn records(&self, topic: &TopicInfo) -> Vec<LogRecord> {
         let mut all = Vec::new();
         for partition in 0..topic.partitions {
-            let mut from = 0;
-            loop {
-                let batch = self
-                    .log
-                    .poll(topic, partition, from, 1000, Duration::ZERO)
-                    .await
-                    .expect("poll");
-                let Some(last) = batch.last() else { break };
-                from = last.position.offset + 1;
-                all.extend(batch);
-            }
+            all.extend(super::drain(self.log.as_ref(), topic, partition, 0, 1000).await);
         }
         all
     }

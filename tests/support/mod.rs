@@ -22,7 +22,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agdx::log::{GroupMember, LogRecord, OutgoingRecord, SharedLog};
+use agdx::log::{GroupMember, Log, LogRecord, OutgoingRecord, SharedLog, TopicInfo};
 
 /// A log opened anew on the same storage (embedded: the same directory;
 /// Iggy: a new client connection to the same server), with whatever keeps
@@ -95,29 +95,48 @@ pub fn unique_stream(test: &str) -> String {
     format!("t-{test}-{}", ulid::Ulid::new().to_string().to_lowercase())
 }
 
+/// What a check runs against: one backend's log, a way to open its storage
+/// again, and a stream name of the check's own.
+pub struct Subject {
+    pub log: SharedLog,
+    pub reopen: Reopen,
+    pub stream: String,
+}
+
 /// Runs `check` against every backend with a fresh stream name, naming the
 /// backend when it fails.
 pub async fn on_every_backend<F, Fut>(test: &str, check: F)
 where
-    F: Fn(&TestLog, String) -> Fut,
+    F: Fn(Subject) -> Fut,
     Fut: Future<Output = ()> + Send + 'static,
 {
     for backend in backends().await {
-        let run = tokio::spawn(check(&backend, unique_stream(test)));
-        if let Err(error) = run.await {
-            let message = match error.try_into_panic() {
-                Ok(panic) => panic_message(panic),
-                Err(error) => error.to_string(),
-            };
-            panic!(
-                "{test} failed on the {} backend: {message}",
-                backend.backend
-            );
-        }
+        let subject = Subject {
+            log: backend.log.clone(),
+            reopen: backend.reopen.clone(),
+            stream: unique_stream(test),
+        };
+        naming_backend(test, backend.backend, check(subject)).await;
     }
 }
 
-pub fn panic_message(panic: Box<dyn Any + Send>) -> String {
+/// Runs `check` in a task of its own; when it panics, fails the test with
+/// the panic's message and the backend's name.
+pub async fn naming_backend(
+    test: &str,
+    backend: &str,
+    check: impl Future<Output = ()> + Send + 'static,
+) {
+    if let Err(error) = tokio::spawn(check).await {
+        let message = match error.try_into_panic() {
+            Ok(panic) => panic_message(panic),
+            Err(error) => error.to_string(),
+        };
+        panic!("{test} failed on the {backend} backend: {message}");
+    }
+}
+
+fn panic_message(panic: Box<dyn Any + Send>) -> String {
     match panic.downcast::<String>() {
         Ok(message) => *message,
         Err(panic) => match panic.downcast::<&str>() {
@@ -141,6 +160,33 @@ pub fn texts(records: &[LogRecord]) -> Vec<String> {
         .iter()
         .map(|r| String::from_utf8_lossy(&r.payload).into_owned())
         .collect()
+}
+
+/// The records of a partition from offset `from` on, read `chunk` at a time
+/// until a poll comes back empty.
+pub async fn drain(
+    log: &dyn Log,
+    topic: &TopicInfo,
+    partition: u32,
+    from: u64,
+    chunk: u32,
+) -> Vec<LogRecord> {
+    let mut out = Vec::new();
+    loop {
+        let next = from + out.len() as u64;
+        let got = log
+            .poll(topic, partition, next, chunk, Duration::ZERO)
+            .await
+            .expect("poll");
+        assert!(
+            got.len() <= chunk as usize,
+            "a poll returned more than it was asked for"
+        );
+        if got.is_empty() {
+            return out;
+        }
+        out.extend(got);
+    }
 }
 
 /// How long a test waits for something that should happen within seconds.

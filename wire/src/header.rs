@@ -81,6 +81,21 @@ header_kinds! {
 #[error("unknown header kind {0:?}")]
 pub struct UnknownHeaderKind(pub String);
 
+impl HeaderKind {
+    /// How many bytes every value of a fixed-size kind has; `None` for
+    /// `Raw` and `String`. Both log backends refuse values of another size.
+    pub const fn fixed_width(self) -> Option<usize> {
+        match self {
+            HeaderKind::Raw | HeaderKind::String => None,
+            HeaderKind::Bool | HeaderKind::Int8 | HeaderKind::Uint8 => Some(1),
+            HeaderKind::Int16 | HeaderKind::Uint16 => Some(2),
+            HeaderKind::Int32 | HeaderKind::Uint32 | HeaderKind::Float32 => Some(4),
+            HeaderKind::Int64 | HeaderKind::Uint64 | HeaderKind::Float64 => Some(8),
+            HeaderKind::Int128 | HeaderKind::Uint128 => Some(16),
+        }
+    }
+}
+
 impl fmt::Display for HeaderKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
@@ -281,4 +296,24 @@ pub fn check_header_caps(headers: &Headers) -> Result<(), HeaderCapError> {
         return Err(HeaderCapError::TotalTooLarge { total });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{HeaderKind, HeaderValue};
+
+    #[test]
+    fn fixed_widths_match_the_values_built_here() {
+        for value in [
+            HeaderValue::u8(7),
+            HeaderValue::u32(7),
+            HeaderValue::u128(7),
+        ] {
+            assert_eq!(value.kind.fixed_width(), Some(value.bytes.len()));
+        }
+        for kind in HeaderKind::ALL {
+            let sized = !matches!(kind, HeaderKind::Raw | HeaderKind::String);
+            assert_eq!(kind.fixed_width().is_some(), sized, "{kind}");
+        }
+    }
 }

@@ -68,18 +68,6 @@ fn kind_from_code(code: u8) -> Option<HeaderKind> {
     })
 }
 
-/// The width of a fixed-size kind, `None` for `Raw` and `String`.
-fn fixed_width(kind: HeaderKind) -> Option<usize> {
-    match kind {
-        HeaderKind::Raw | HeaderKind::String => None,
-        HeaderKind::Bool | HeaderKind::Int8 | HeaderKind::Uint8 => Some(1),
-        HeaderKind::Int16 | HeaderKind::Uint16 => Some(2),
-        HeaderKind::Int32 | HeaderKind::Uint32 | HeaderKind::Float32 => Some(4),
-        HeaderKind::Int64 | HeaderKind::Uint64 | HeaderKind::Float64 => Some(8),
-        HeaderKind::Int128 | HeaderKind::Uint128 => Some(16),
-    }
-}
-
 /// Checks `headers` against the limits above and encodes them, ordered by name.
 pub(super) fn encode_headers(headers: &Headers) -> Result<Vec<u8>, LogError> {
     let mut sorted: Vec<&(String, HeaderValue)> = headers.iter().collect();
@@ -99,7 +87,7 @@ pub(super) fn encode_headers(headers: &Headers) -> Result<Vec<u8>, LogError> {
     for (name, value) in sorted {
         let name_len = field_len(name.as_bytes(), || format!("header name '{name}'"))?;
         let value_len = field_len(&value.bytes, || format!("the value of header '{name}'"))?;
-        match fixed_width(value.kind) {
+        match value.kind.fixed_width() {
             Some(width) if value.bytes.len() != width => {
                 return Err(LogError::InvalidInput(format!(
                     "header '{name}' is a {:?} value, which is {width} bytes, but carries {} bytes",

@@ -169,6 +169,26 @@ impl TopicRow {
         }
     }
 
+    /// An offset of `partition` read back from the database, where only
+    /// damage leaves a negative one.
+    fn stored_offset(
+        &self,
+        partition: u32,
+        offset: Option<i64>,
+        what: &str,
+    ) -> Result<Option<u64>, Fault> {
+        offset
+            .map(|off| {
+                u64::try_from(off).map_err(|_| {
+                    Fault::Log(LogError::Corrupt {
+                        position: self.position(partition, 0),
+                        reason: format!("negative {what}: {off}"),
+                    })
+                })
+            })
+            .transpose()
+    }
+
     fn check_partition(&self, partition: u32) -> Result<(), LogError> {
         if partition < self.partitions {
             Ok(())
@@ -376,7 +396,9 @@ impl Core {
             Some(row) => row,
             None => {
                 let row = self
-                    .with_reader(|conn| find_topic_by_id(conn, info.stream_id, info.topic_id))?
+                    .with_reader(|conn| {
+                        find_topic(conn, BY_ID, params![info.stream_id, info.topic_id])
+                    })?
                     .ok_or_else(missing)?;
                 let row = Arc::new(row);
                 lock(&self.topics).insert((info.stream_id, info.topic_id), row.clone());
@@ -621,27 +643,23 @@ fn topic_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<TopicRow> {
 const SELECT_TOPIC: &str = "SELECT t.topic_key, s.name, t.name, s.id, t.id, t.partitions
      FROM topics t JOIN streams s ON s.id = t.stream_id";
 
-fn find_topic_by_id(
+/// Looks a topic up by `filter` ([`BY_ID`] or [`BY_NAME`]) with its two
+/// parameters.
+fn find_topic(
     conn: &Connection,
-    stream_id: u32,
-    topic_id: u32,
+    filter: &str,
+    params: impl rusqlite::Params,
 ) -> Result<Option<TopicRow>, Fault> {
     Ok(conn
-        .prepare_cached(&format!("{SELECT_TOPIC} WHERE s.id = ?1 AND t.id = ?2"))?
-        .query_row(params![stream_id, topic_id], topic_row)
+        .prepare_cached(&format!("{SELECT_TOPIC} WHERE {filter}"))?
+        .query_row(params, topic_row)
         .optional()?)
 }
 
-fn find_topic_by_name(
-    conn: &Connection,
-    stream: &str,
-    topic: &str,
-) -> Result<Option<TopicRow>, Fault> {
-    Ok(conn
-        .prepare_cached(&format!("{SELECT_TOPIC} WHERE s.name = ?1 AND t.name = ?2"))?
-        .query_row(params![stream, topic], topic_row)
-        .optional()?)
-}
+/// [`find_topic`] by stream id and topic id.
+const BY_ID: &str = "s.id = ?1 AND t.id = ?2";
+/// [`find_topic`] by stream name and topic name.
+const BY_NAME: &str = "s.name = ?1 AND t.name = ?2";
 
 /// Creates the stream and topic unless they exist; checks the partition count.
 fn ensure_topic(
@@ -651,7 +669,7 @@ fn ensure_topic(
     partitions: u32,
 ) -> Result<TopicRow, Fault> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    if let Some(row) = find_topic_by_name(&tx, stream, topic)? {
+    if let Some(row) = find_topic(&tx, BY_NAME, params![stream, topic])? {
         if row.partitions != partitions {
             return Err(LogError::PartitionMismatch {
                 stream: stream.to_owned(),
@@ -744,7 +762,7 @@ impl Log for EmbeddedLog {
         let (stream, topic) = (stream.to_owned(), topic.to_owned());
         blocking(move || {
             Ok(core
-                .with_reader(|conn| find_topic_by_name(conn, &stream, &topic))?
+                .with_reader(|conn| find_topic(conn, BY_NAME, params![stream, topic]))?
                 .map(|row| row.info()))
         })
         .await
@@ -779,8 +797,7 @@ impl Log for EmbeddedLog {
                 payload: record.payload,
             });
         }
-        let row = self.resolve(topic).await?;
-        row.check_partition(partition)?;
+        let row = self.resolve_partition(topic, partition).await?;
         let (done, report) = oneshot::channel();
         let write = Write::Append {
             topic_key: row.key,
@@ -804,8 +821,7 @@ impl Log for EmbeddedLog {
                 "a poll must ask for at least one record (max was 0)".into(),
             ));
         }
-        let row = self.resolve(topic).await?;
-        row.check_partition(partition)?;
+        let row = self.resolve_partition(topic, partition).await?;
         let deadline = tokio::time::Instant::now() + wait;
         let appended = self.core.wake.partition(row.key, partition);
         let mut waiting = None;
@@ -836,8 +852,7 @@ impl Log for EmbeddedLog {
         topic: &TopicInfo,
         partition: u32,
     ) -> Result<Option<u64>, LogError> {
-        let row = self.resolve(topic).await?;
-        row.check_partition(partition)?;
+        let row = self.resolve_partition(topic, partition).await?;
         let core = self.core.clone();
         blocking(move || {
             core.with_reader(|conn| {
@@ -846,15 +861,7 @@ impl Log for EmbeddedLog {
                         "SELECT max(off) FROM records WHERE topic_key = ?1 AND part = ?2",
                     )?
                     .query_row(params![row.key, partition], |r| r.get(0))?;
-                last.map(|off| {
-                    u64::try_from(off).map_err(|_| {
-                        Fault::Log(LogError::Corrupt {
-                            position: row.position(partition, 0),
-                            reason: format!("negative offset {off}"),
-                        })
-                    })
-                })
-                .transpose()
+                row.stored_offset(partition, last, "offset")
             })
         })
         .await
@@ -883,8 +890,7 @@ impl Log for EmbeddedLog {
         let offset = i64::try_from(offset).map_err(|_| {
             LogError::InvalidInput(format!("offset {offset} is beyond any partition's range"))
         })?;
-        let row = self.resolve(topic).await?;
-        row.check_partition(partition)?;
+        let row = self.resolve_partition(topic, partition).await?;
         let (done, report) = oneshot::channel();
         let write = Write::Commit {
             topic: row,
@@ -902,25 +908,17 @@ impl Log for EmbeddedLog {
         group: &str,
         partition: u32,
     ) -> Result<Option<u64>, LogError> {
-        let row = self.resolve(topic).await?;
-        row.check_partition(partition)?;
+        let row = self.resolve_partition(topic, partition).await?;
         let core = self.core.clone();
         let group = group.to_owned();
         blocking(move || {
             core.with_reader(|conn| {
                 let offset = group::committed_offset(conn, row.key, &group, partition)?;
-                offset
-                    .map(|off| {
-                        u64::try_from(off).map_err(|_| {
-                            Fault::Log(LogError::Corrupt {
-                                position: row.position(partition, 0),
-                                reason: format!(
-                                    "negative committed offset {off} for group '{group}'"
-                                ),
-                            })
-                        })
-                    })
-                    .transpose()
+                row.stored_offset(
+                    partition,
+                    offset,
+                    &format!("committed offset of group '{group}'"),
+                )
             })
         })
         .await
@@ -942,5 +940,16 @@ impl EmbeddedLog {
         let core = self.core.clone();
         let topic = topic.clone();
         blocking(move || core.resolve(&topic)).await
+    }
+
+    /// [`Self::resolve`], for a partition that must exist.
+    async fn resolve_partition(
+        &self,
+        topic: &TopicInfo,
+        partition: u32,
+    ) -> Result<Arc<TopicRow>, LogError> {
+        let row = self.resolve(topic).await?;
+        row.check_partition(partition)?;
+        Ok(row)
     }
 }
