@@ -287,106 +287,126 @@ fn pause(failures: u32) -> Duration {
 
 /// Reads one partition in order until cancelled.
 async fn partition_loop(ctx: Arc<PartitionContext>, partition: u32, cancel: CancellationToken) {
+    let mut from = None;
+    let mut failures = 0u32;
+    loop {
+        match turn(&ctx, partition, &mut from, &cancel).await {
+            Ok(Turn::Again) => failures = 0,
+            Ok(Turn::Stop) => break,
+            Err(error) => {
+                failures += 1;
+                tracing::warn!(%error, partition, "retrying after a failure; nothing was committed");
+                if sleep_or_cancel(pause(failures), &cancel).await {
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// Whether a partition loop goes on.
+enum Turn {
+    Again,
+    Stop,
+}
+
+/// Why a turn of a partition loop failed (it is tried again).
+#[derive(Debug, thiserror::Error)]
+enum TurnError {
+    #[error("reading the committed offset failed: {0}")]
+    Offset(LogError),
+    #[error("polling commands failed: {0}")]
+    Poll(LogError),
+    #[error("catching up with processed keys on the log failed: {0}")]
+    CatchUp(StoreError),
+    #[error("publishing replies or committing failed (the records will be handled again): {0}")]
+    Batch(BatchError),
+}
+
+/// One poll of the partition and the handling of what it returned. `from`
+/// is the next offset to read, known once the committed offset was read.
+async fn turn(
+    ctx: &PartitionContext,
+    partition: u32,
+    from: &mut Option<u64>,
+    cancel: &CancellationToken,
+) -> Result<Turn, TurnError> {
     let processor = &ctx.processor;
     let producer = &processor.producer;
-    let log = producer.log().clone();
-    let commands = producer.topology().commands.clone();
-    let mut failures = 0u32;
-    let mut from = loop {
-        match log.committed_offset(&commands, &ctx.group, partition).await {
-            Ok(committed) => break committed.map_or(0, |c| c + 1),
-            Err(error) => {
-                failures += 1;
-                tracing::warn!(%error, partition, "reading the committed offset failed; retrying");
-                if sleep_or_cancel(pause(failures), &cancel).await {
-                    return;
-                }
-            }
+    let log = producer.log();
+    let commands = &producer.topology().commands;
+    let next = match *from {
+        Some(next) => next,
+        None => {
+            let committed = log
+                .committed_offset(commands, &ctx.group, partition)
+                .await
+                .map_err(TurnError::Offset)?;
+            *from.insert(committed.map_or(0, |c| c + 1))
         }
     };
-    while !cancel.is_cancelled() {
-        let polled = tokio::select! {
-            _ = cancel.cancelled() => break,
-            polled = log.poll(&commands, partition, from, ctx.config.poll_batch, DEFAULT_POLL_WAIT) => polled,
-        };
-        let records = match polled {
-            Ok(records) => records,
-            Err(LogError::Corrupt { position, reason }) => {
-                // A damaged record never surfaces; set it aside as a dead
-                // letter (no bytes to keep) and step over it.
-                tracing::error!(%position, %reason, "a stored command is damaged; dead-lettering it");
-                let capsule = crate::dlq::dead_letter(
-                    position,
-                    agdx_wire::DeadLetterReason::DecodeFailed,
-                    1,
-                    reason,
-                    Vec::new(),
-                );
-                let unflushed = Unflushed {
-                    dead_letters: vec![capsule],
-                    last_offset: Some(position.offset),
-                    records: 1,
-                    ..Unflushed::default()
-                };
-                match flush(&ctx, partition, unflushed, &mut from).await {
-                    Ok(()) => ctx.stats.count(Disposition::DeadLettered),
-                    Err(error) => {
-                        failures += 1;
-                        tracing::warn!(%error, partition, "stepping over a damaged record failed; retrying");
-                        if sleep_or_cancel(pause(failures), &cancel).await {
-                            break;
-                        }
-                    }
-                }
-                continue;
+    let polled = tokio::select! {
+        _ = cancel.cancelled() => return Ok(Turn::Stop),
+        polled = log.poll(commands, partition, next, ctx.config.poll_batch, DEFAULT_POLL_WAIT) => polled,
+    };
+    let mut cursor = next;
+    let outcome = match polled {
+        Ok(records) if records.is_empty() => return Ok(Turn::Again),
+        Ok(records) => {
+            let Ok(_permit) = ctx.permits.clone().acquire_owned().await else {
+                return Ok(Turn::Stop);
+            };
+            if let Some(store) = processor
+                .store
+                .as_ref()
+                .filter(|_| records.iter().any(carries_key))
+            {
+                let responses = &producer.topology().responses;
+                store
+                    .catch_up(log, responses, &processor.agent)
+                    .await
+                    .map_err(TurnError::CatchUp)?;
             }
-            Err(error) => {
-                failures += 1;
-                tracing::warn!(%error, partition, "polling commands failed; retrying");
-                if sleep_or_cancel(pause(failures), &cancel).await {
-                    break;
-                }
-                continue;
-            }
-        };
-        if records.is_empty() {
-            continue;
+            handle_batch(ctx, partition, &records, &mut cursor, cancel).await
         }
-        let Ok(_permit) = ctx.permits.clone().acquire_owned().await else {
-            break;
-        };
-        if let Some(store) = processor
-            .store
-            .as_ref()
-            .filter(|_| records.iter().any(carries_key))
-        {
-            let responses = &producer.topology().responses;
-            if let Err(error) = store.catch_up(&log, responses, &processor.agent).await {
-                failures += 1;
-                tracing::warn!(%error, partition, "catching up with processed keys on the log failed; retrying");
-                if sleep_or_cancel(pause(failures), &cancel).await {
-                    break;
-                }
-                continue;
+        Err(LogError::Corrupt { position, reason }) => {
+            // A damaged record never surfaces; set it aside as a dead letter
+            // (no bytes to keep) and step over it.
+            tracing::error!(%position, %reason, "a stored command is damaged; dead-lettering it");
+            let capsule = crate::dlq::dead_letter(
+                position,
+                agdx_wire::DeadLetterReason::DecodeFailed,
+                1,
+                reason,
+                Vec::new(),
+            );
+            let unflushed = Unflushed {
+                dead_letters: vec![capsule],
+                last_offset: Some(position.offset),
+                records: 1,
+                ..Unflushed::default()
+            };
+            let stepped = flush(ctx, partition, unflushed, &mut cursor).await;
+            if stepped.is_ok() {
+                ctx.stats.count(Disposition::DeadLettered);
             }
+            stepped
         }
-        match handle_batch(&ctx, partition, &records, &mut from, &cancel).await {
-            Ok(()) => failures = 0,
-            Err(BatchError::Log(LogError::NotOwner { .. })) => {
-                tracing::info!(
-                    partition,
-                    "the partition moved to another member before the commit; its new owner handles the rest"
-                );
-                break;
-            }
-            Err(error) => {
-                failures += 1;
-                tracing::warn!(%error, partition, offset = from, "publishing replies or committing failed; the records will be handled again");
-                if sleep_or_cancel(pause(failures), &cancel).await {
-                    break;
-                }
-            }
+        Err(error) => return Err(TurnError::Poll(error)),
+    };
+    // Whatever was committed is behind us, even when a later flush failed.
+    *from = Some(cursor);
+    match outcome {
+        Ok(()) if cancel.is_cancelled() => Ok(Turn::Stop),
+        Ok(()) => Ok(Turn::Again),
+        Err(BatchError::Log(LogError::NotOwner { .. })) => {
+            tracing::info!(
+                partition,
+                "the partition moved to another member before the commit; its new owner handles the rest"
+            );
+            Ok(Turn::Stop)
         }
+        Err(error) => Err(TurnError::Batch(error)),
     }
 }
 
