@@ -97,7 +97,7 @@ async fn partition_for_key_is_where_iggy_puts_a_keyed_message() {
             .await
             .unwrap()
         {
-            let key = String::from_utf8(rec.payload).unwrap();
+            let key = String::from_utf8(rec.payload.to_vec()).unwrap();
             assert_eq!(
                 partition_for_key(key.as_bytes(), topic.partitions),
                 partition,
@@ -255,7 +255,7 @@ async fn last_offset_and_polls_that_never_commit() {
         .await
         .unwrap();
     assert_eq!(read.len(), 1);
-    assert_eq!(read[0].payload, b"b");
+    assert_eq!(read[0].payload, &b"b"[..]);
     assert!(
         server
             .log
@@ -291,7 +291,7 @@ async fn a_waiting_poll_sees_a_record_appended_meanwhile() {
         .unwrap();
     append.await.unwrap().unwrap();
     assert_eq!(read.len(), 1);
-    assert_eq!(read[0].payload, b"late");
+    assert_eq!(read[0].payload, &b"late"[..]);
 }
 
 #[tokio::test]

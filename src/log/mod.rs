@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use agdx_wire::{Headers, LogPosition};
 use async_trait::async_trait;
+use bytes::Bytes;
 
 pub mod embedded;
 mod error;
@@ -42,7 +43,12 @@ pub struct TopicInfo {
 impl TopicInfo {
     /// The position of `offset` in `partition` of this topic.
     pub fn position(&self, partition: u32, offset: u64) -> LogPosition {
-        LogPosition { stream: self.stream_id, topic: self.topic_id, partition, offset }
+        LogPosition {
+            stream: self.stream_id,
+            topic: self.topic_id,
+            partition,
+            offset,
+        }
     }
 }
 
@@ -61,7 +67,9 @@ pub struct LogRecord {
     /// When the log accepted it, epoch microseconds (server clock).
     pub timestamp_micros: u64,
     pub headers: Headers,
-    pub payload: Vec<u8>,
+    /// Shares the buffer the backend read it into, so handing records out
+    /// copies no payload.
+    pub payload: Bytes,
 }
 
 /// The log port. Every method is safe to call concurrently.
@@ -77,14 +85,24 @@ pub trait Log: Send + Sync + 'static {
     /// Creates the stream and the topic with `partitions` partitions unless
     /// they exist (idempotent). An existing topic with a different partition
     /// count is an error ([`LogError::PartitionMismatch`]).
-    async fn ensure_topic(&self, stream: &str, topic: &str, partitions: u32) -> Result<TopicInfo, LogError>;
+    async fn ensure_topic(
+        &self,
+        stream: &str,
+        topic: &str,
+        partitions: u32,
+    ) -> Result<TopicInfo, LogError>;
 
     /// Looks a topic up without creating it.
     async fn topic(&self, stream: &str, topic: &str) -> Result<Option<TopicInfo>, LogError>;
 
     /// Appends `records` to one partition as one batch, in order. When this
     /// returns `Ok`, every record is durable.
-    async fn append(&self, topic: &TopicInfo, partition: u32, records: Vec<OutgoingRecord>) -> Result<(), LogError>;
+    async fn append(
+        &self,
+        topic: &TopicInfo,
+        partition: u32,
+        records: Vec<OutgoingRecord>,
+    ) -> Result<(), LogError>;
 
     /// Reads up to `max` records of a partition from offset `from` on. When
     /// none is there yet, waits up to `wait` for one to be appended (zero:
@@ -99,20 +117,36 @@ pub trait Log: Send + Sync + 'static {
     ) -> Result<Vec<LogRecord>, LogError>;
 
     /// The offset of the last record in the partition, `None` when it is empty.
-    async fn last_offset(&self, topic: &TopicInfo, partition: u32) -> Result<Option<u64>, LogError>;
+    async fn last_offset(&self, topic: &TopicInfo, partition: u32)
+    -> Result<Option<u64>, LogError>;
 
     /// Joins consumer group `group` on `topic` (creating the group when
     /// needed). Partitions are shared among the live members; see
     /// [`GroupMember`].
-    async fn join_group(&self, topic: &TopicInfo, group: &str) -> Result<Box<dyn GroupMember>, LogError>;
+    async fn join_group(
+        &self,
+        topic: &TopicInfo,
+        group: &str,
+    ) -> Result<Box<dyn GroupMember>, LogError>;
 
     /// Stores the group's committed offset for a partition: the offset of the
     /// last record fully processed (the next read starts at `offset + 1`).
-    async fn store_offset(&self, topic: &TopicInfo, group: &str, partition: u32, offset: u64) -> Result<(), LogError>;
+    async fn store_offset(
+        &self,
+        topic: &TopicInfo,
+        group: &str,
+        partition: u32,
+        offset: u64,
+    ) -> Result<(), LogError>;
 
     /// The group's committed offset for a partition, `None` when nothing was
     /// committed yet.
-    async fn committed_offset(&self, topic: &TopicInfo, group: &str, partition: u32) -> Result<Option<u64>, LogError>;
+    async fn committed_offset(
+        &self,
+        topic: &TopicInfo,
+        group: &str,
+        partition: u32,
+    ) -> Result<Option<u64>, LogError>;
 }
 
 /// A live membership in a consumer group.

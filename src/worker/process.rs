@@ -350,7 +350,7 @@ impl Processor {
                 reason,
                 attempts,
                 detail,
-                record.payload.clone(),
+                record.payload.to_vec(),
             )),
         }
     }

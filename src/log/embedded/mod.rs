@@ -600,7 +600,7 @@ fn read_records(
                 position,
                 timestamp_micros: timestamp,
                 headers: codec::decode_headers(headers)?,
-                payload: payload.to_vec(),
+                payload: bytes::Bytes::copy_from_slice(payload),
             })
         })();
         match checked {

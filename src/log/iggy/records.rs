@@ -224,7 +224,7 @@ pub(crate) fn from_message(
         position: topic.position(partition, offset),
         timestamp_micros: message.header.timestamp,
         headers,
-        payload: message.payload.to_vec(),
+        payload: message.payload,
     })
 }
 
