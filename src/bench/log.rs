@@ -29,12 +29,11 @@ use std::time::{Duration, Instant};
 
 use agdx_wire::{HeaderValue, Headers};
 use bytes::Bytes;
-use iggy::prelude::{
-    Client, Consumer, HeaderKey, HeaderValue as IggyHeaderValue, Identifier, IggyClient, IggyError,
-    IggyMessage, MessageClient, Partitioning, PollingStrategy, StreamClient,
-};
+use iggy::prelude::{HeaderKey, HeaderValue as IggyHeaderValue, IggyError, IggyMessage};
 
-use crate::log::{LogError, LogSpec, OutgoingRecord, SharedLog, TopicInfo};
+use super::plain::PlainClient;
+pub use super::plain::PlainIggyTarget;
+use crate::log::{LogError, OutgoingRecord, SharedLog, TopicInfo};
 
 /// What to run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,27 +61,6 @@ impl Default for LogBenchOptions {
             partitions: 4,
             headers: true,
             stream: None,
-        }
-    }
-}
-
-/// An Iggy server to run the workload against with the plain `iggy` client.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PlainIggyTarget {
-    url: String,
-}
-
-impl PlainIggyTarget {
-    /// The server of an `iggy://USER:PASSWORD@HOST:PORT` connection string.
-    pub fn new(url: impl Into<String>) -> Self {
-        Self { url: url.into() }
-    }
-
-    /// The server a log spec names, `None` for the embedded log.
-    pub fn for_spec(spec: &LogSpec) -> Option<Self> {
-        match spec {
-            LogSpec::Iggy(url) => Some(Self::new(url.clone())),
-            LogSpec::Embedded(_) => None,
         }
     }
 }
@@ -242,17 +220,6 @@ fn check(opts: &LogBenchOptions) -> Result<(), LogError> {
         )));
     }
     Ok(())
-}
-
-/// The connection string with `nodelay=true` unless it sets `nodelay`, as
-/// agdx's own connections have it: with Nagle's algorithm on, every small
-/// request waits for the server's delayed acknowledgement.
-fn with_nodelay(url: &str) -> String {
-    match url.split_once('?') {
-        Some((_, query)) if query.split('&').any(|kv| kv.starts_with("nodelay=")) => url.to_owned(),
-        Some(_) => format!("{url}&nodelay=true"),
-        None => format!("{url}?nodelay=true"),
-    }
 }
 
 /// One client of the bench, with the payload every record carries and
@@ -451,110 +418,6 @@ async fn measure(
     Ok(figures)
 }
 
-/// The plain `iggy` client on the bench server.
-struct PlainClient {
-    client: IggyClient,
-    target: String,
-    reader: Consumer,
-}
-
-impl PlainClient {
-    async fn connect(target: &PlainIggyTarget) -> Result<Self, LogError> {
-        let client =
-            IggyClient::from_connection_string(&with_nodelay(&target.url)).map_err(|e| {
-                LogError::InvalidInput(format!(
-                    "the plain Iggy client rejects the connection string: {e}"
-                ))
-            })?;
-        let plain = Self {
-            client,
-            target: target.url.rsplit('@').next().unwrap_or_default().to_owned(),
-            reader: Consumer::default(),
-        };
-        plain
-            .client
-            .connect()
-            .await
-            .map_err(|e| plain.error("connecting", e))?;
-        Ok(plain)
-    }
-
-    fn error(&self, doing: &str, e: IggyError) -> LogError {
-        LogError::Backend(format!(
-            "plain iggy client at {}: {doing}: {e}",
-            self.target
-        ))
-    }
-
-    fn ids(&self, topic: &TopicInfo) -> Result<(Identifier, Identifier), LogError> {
-        let numeric =
-            |id: u32| Identifier::numeric(id).map_err(|e| self.error("addressing the topic", e));
-        Ok((numeric(topic.stream_id)?, numeric(topic.topic_id)?))
-    }
-
-    async fn send(
-        &self,
-        topic: &TopicInfo,
-        partition: u32,
-        messages: &mut [IggyMessage],
-    ) -> Result<(), LogError> {
-        let (stream, topic_id) = self.ids(topic)?;
-        self.client
-            .send_messages(
-                &stream,
-                &topic_id,
-                &Partitioning::partition_id(partition),
-                messages,
-            )
-            .await
-            .map_err(|e| self.error("sending", e))
-    }
-
-    async fn poll(
-        &self,
-        topic: &TopicInfo,
-        partition: u32,
-        from: u64,
-        batch: u32,
-    ) -> Result<(u64, u64), LogError> {
-        let (stream, topic_id) = self.ids(topic)?;
-        let polled = self
-            .client
-            .poll_messages(
-                &stream,
-                &topic_id,
-                Some(partition),
-                &self.reader,
-                &PollingStrategy::offset(from),
-                batch,
-                false,
-            )
-            .await
-            .map_err(|e| self.error("polling", e))?;
-        for message in &polled.messages {
-            message
-                .user_headers_map()
-                .map_err(|e| self.error("reading headers", e))?;
-        }
-        let next = polled.messages.last().map_or(from, |m| m.header.offset + 1);
-        Ok((polled.messages.len() as u64, next))
-    }
-
-    async fn delete_stream(&self, stream_id: u32) -> Result<(), LogError> {
-        let id = Identifier::numeric(stream_id)
-            .map_err(|e| self.error("addressing the bench stream", e))?;
-        self.client
-            .delete_stream(&id)
-            .await
-            .map_err(|e| self.error("deleting the bench stream", e))
-    }
-
-    async fn close(&self) {
-        // The bench is over; a failure to say goodbye changes nothing.
-        let _ = self.client.shutdown().await;
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -567,22 +430,6 @@ mod tests {
             ..LogBenchOptions::default()
         };
         assert_eq!(batches(&opts).collect::<Vec<_>>(), vec![100, 100, 50]);
-    }
-
-    #[test]
-    fn nodelay_is_added_unless_set() {
-        assert_eq!(
-            with_nodelay("iggy://a:b@h:1"),
-            "iggy://a:b@h:1?nodelay=true"
-        );
-        assert_eq!(
-            with_nodelay("iggy://a:b@h:1?heartbeat_interval=1s"),
-            "iggy://a:b@h:1?heartbeat_interval=1s&nodelay=true"
-        );
-        assert_eq!(
-            with_nodelay("iggy://a:b@h:1?nodelay=false"),
-            "iggy://a:b@h:1?nodelay=false"
-        );
     }
 
     #[test]

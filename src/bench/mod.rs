@@ -5,6 +5,7 @@
 pub mod ask;
 pub mod log;
 pub mod pipeline;
+pub mod plain;
 
 use crate::ask::AskError;
 use crate::log::LogError;

@@ -1,15 +1,29 @@
 //! The pipeline bench: commands produced up front, then drained by a worker
 //! pool that commits each only after its reply is on the log.
+//!
+//! With a [`PlainIggyTarget`], the plain `iggy` client also publishes the
+//! same number of commands, on a connection of its own, into a scratch topic
+//! of the bench stream: the same envelope bytes and typed headers (built
+//! beforehand, untimed, the way the producer builds them), in the same
+//! batches, each batch split by partition into one request per partition,
+//! sent concurrently. What is timed is AGDX building, checking and appending
+//! its commands against the plain client only sending finished records. The
+//! two take turns batch by batch, who goes first alternating, so both meet
+//! the same server state and the same load from elsewhere.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use agdx_wire::AgentId;
+use agdx_wire::{AgentId, record_headers};
+use bytes::Bytes;
+use iggy::prelude::IggyMessage;
 use tokio_util::sync::CancellationToken;
 
 use super::BenchError;
-use crate::log::SharedLog;
+use super::plain::{PlainClient, PlainIggyTarget, typed_headers};
+use crate::log::{SharedLog, TopicInfo};
 use crate::producer::{CommandRequest, Producer};
 use crate::topology::TopologyConfig;
 use crate::worker::{EchoHandler, Worker, WorkerConfig};
@@ -45,6 +59,8 @@ pub struct PipelineBenchReport {
     pub options: PipelineBenchOptions,
     /// Time to publish every command.
     pub publish: Duration,
+    /// Time the plain `iggy` client took to send the same records, when it ran.
+    pub plain_publish: Option<Duration>,
     /// Time from starting the worker pool until every command was committed.
     pub drain: Duration,
 }
@@ -57,6 +73,16 @@ impl PipelineBenchReport {
     /// Commands handled, answered and committed per second.
     pub fn drain_per_sec(&self) -> f64 {
         self.options.commands as f64 / self.drain.as_secs_f64().max(f64::EPSILON)
+    }
+    /// The plain `iggy` client's records sent per second, when it ran.
+    pub fn plain_publish_per_sec(&self) -> Option<f64> {
+        self.plain_publish
+            .map(|plain| self.options.commands as f64 / plain.as_secs_f64().max(f64::EPSILON))
+    }
+    /// Our publish rate over the plain client's, when it ran.
+    pub fn publish_ratio(&self) -> Option<f64> {
+        self.plain_publish_per_sec()
+            .map(|plain| self.publish_per_sec() / plain)
     }
 }
 
@@ -74,6 +100,18 @@ impl fmt::Display for PipelineBenchReport {
             self.publish_per_sec(),
             self.publish.as_secs_f64()
         )?;
+        if let (Some(plain), Some(rate), Some(ratio)) = (
+            self.plain_publish,
+            self.plain_publish_per_sec(),
+            self.publish_ratio(),
+        ) {
+            writeln!(
+                f,
+                "  plain    {rate:>10.0} commands/s ({:.2} s; the plain iggy client sending the same records)",
+                plain.as_secs_f64()
+            )?;
+            writeln!(f, "  publish ratio ours/plain {ratio:.2}")?;
+        }
         write!(
             f,
             "  drain    {:>10.0} commands/s ({:.2} s; handle, reply, then commit)",
@@ -83,9 +121,11 @@ impl fmt::Display for PipelineBenchReport {
     }
 }
 
-/// Runs the pipeline bench in a new stream of `log`.
+/// Runs the pipeline bench in a new stream of `log`; with `plain`, the plain
+/// `iggy` client publishes the same commands on that server too.
 pub async fn run_pipeline_bench(
     log: SharedLog,
+    plain: Option<PlainIggyTarget>,
     options: PipelineBenchOptions,
 ) -> Result<PipelineBenchReport, BenchError> {
     if options.commands == 0 || options.size == 0 || options.batch == 0 {
@@ -103,18 +143,54 @@ pub async fn run_pipeline_bench(
         .await?;
     let producer = Producer::new(log.clone(), topology.clone(), agent("bench-producer"));
     let body = vec![b'x'; options.size];
+    let request = || CommandRequest::new("echo", body.clone()).to(agent("bench-echo"));
+    let batch = options.batch as u64;
+    let sizes: Vec<u64> = (0..options.commands.div_ceil(batch))
+        .map(|i| batch.min(options.commands - i * batch))
+        .collect();
 
-    let started = Instant::now();
-    let mut left = options.commands;
-    while left > 0 {
-        let n = left.min(options.batch as u64);
-        let batch = (0..n)
-            .map(|_| CommandRequest::new("echo", body.clone()).to(agent("bench-echo")))
-            .collect();
-        producer.commands(batch).await?;
-        left -= n;
+    let mut plain = match plain {
+        Some(target) => {
+            let scratch = log
+                .ensure_topic(&topology.commands.stream, PLAIN_TOPIC, options.partitions)
+                .await?;
+            let batches = sizes
+                .iter()
+                .map(|&n| plain_batch(&producer, &scratch, (0..n).map(|_| request())))
+                .collect::<Result<Vec<_>, _>>()?;
+            let client = PlainClient::connect(&target).await?;
+            Some(PlainSide {
+                client,
+                topic: scratch,
+                batches,
+                elapsed: Duration::ZERO,
+            })
+        }
+        None => None,
+    };
+
+    let mut publish = Duration::ZERO;
+    for (round, &n) in sizes.iter().enumerate() {
+        let plain_first = round % 2 == 1;
+        if let Some(plain) = plain.as_mut().filter(|_| plain_first) {
+            plain.send(round).await?;
+        }
+        let started = Instant::now();
+        producer
+            .commands((0..n).map(|_| request()).collect())
+            .await?;
+        publish += started.elapsed();
+        if let Some(plain) = plain.as_mut().filter(|_| !plain_first) {
+            plain.send(round).await?;
+        }
     }
-    let publish = started.elapsed();
+    let plain_publish = match plain {
+        Some(plain) => {
+            plain.client.close().await;
+            Some(plain.elapsed)
+        }
+        None => None,
+    };
 
     let worker_producer = Producer::new(log.clone(), topology, agent("bench-echo"));
     let config = WorkerConfig {
@@ -141,10 +217,91 @@ pub async fn run_pipeline_bench(
         log: log.describe(),
         options,
         publish,
+        plain_publish,
         drain,
     })
 }
 
+/// The topic of the bench stream the plain client publishes into.
+const PLAIN_TOPIC: &str = "bench.plain";
+
+/// One batch of commands as the plain client sends it: the envelopes and
+/// headers the producer would build, as `iggy` messages with typed headers,
+/// grouped by partition as [`Producer::publish`] groups them.
+fn plain_batch(
+    producer: &Producer,
+    topic: &TopicInfo,
+    requests: impl Iterator<Item = CommandRequest>,
+) -> Result<BTreeMap<u32, Vec<IggyMessage>>, BenchError> {
+    let invalid = |e: iggy::prelude::IggyError| {
+        BenchError::Options(format!("the plain iggy client rejects a bench record: {e}"))
+    };
+    let mut by_partition: BTreeMap<u32, Vec<IggyMessage>> = BTreeMap::new();
+    for request in requests {
+        let (outgoing, _) = producer.build_command(request);
+        let envelope = &outgoing.envelope;
+        let headers = record_headers(envelope, outgoing.content_type);
+        let message = IggyMessage::builder()
+            .payload(Bytes::from(envelope.encode()))
+            .user_headers(typed_headers(&headers).map_err(invalid)?)
+            .build()
+            .map_err(invalid)?;
+        by_partition
+            .entry(Producer::partition_of(topic, envelope.conversation))
+            .or_default()
+            .push(message);
+    }
+    Ok(by_partition)
+}
+
+/// The plain client with its records, batch by batch, and the time spent sending.
+struct PlainSide {
+    client: PlainClient,
+    topic: TopicInfo,
+    batches: Vec<BTreeMap<u32, Vec<IggyMessage>>>,
+    elapsed: Duration,
+}
+
+impl PlainSide {
+    /// Sends batch `round`, one request per partition, all in flight at
+    /// once as the producer sends them.
+    async fn send(&mut self, round: usize) -> Result<(), BenchError> {
+        let (client, topic) = (&self.client, &self.topic);
+        let started = Instant::now();
+        let sends = self.batches[round]
+            .iter_mut()
+            .map(|(&partition, messages)| client.send(topic, partition, messages));
+        futures_util::future::try_join_all(sends).await?;
+        self.elapsed += started.elapsed();
+        Ok(())
+    }
+}
+
 fn agent(name: &str) -> AgentId {
     AgentId::new(name).expect("bench agent names are valid")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_report_gives_the_publish_ratio_when_the_plain_client_ran() {
+        let mut report = PipelineBenchReport {
+            log: "iggy://127.0.0.1:8090".into(),
+            options: PipelineBenchOptions {
+                commands: 1000,
+                ..PipelineBenchOptions::default()
+            },
+            publish: Duration::from_secs(2),
+            plain_publish: Some(Duration::from_secs(1)),
+            drain: Duration::from_secs(4),
+        };
+        assert_eq!(report.publish_ratio(), Some(0.5));
+        let text = report.to_string();
+        assert!(text.contains("publish ratio ours/plain 0.50"), "{text}");
+        report.plain_publish = None;
+        assert_eq!(report.publish_ratio(), None);
+        assert!(!report.to_string().contains("plain"));
+    }
 }

@@ -18,7 +18,9 @@ pub enum BenchCommand {
     /// Round trips (ask → in-process echo worker → reply): latency percentiles and requests/s.
     Ask(AskArgs),
     /// Commands produced up front, then drained by a worker pool that
-    /// commits after each reply: commands/s for both phases.
+    /// commits after each reply: commands/s for both phases. On Iggy, the
+    /// plain iggy client also publishes the same records, with the ratio
+    /// ours/plain.
     Pipeline(PipelineArgs),
 }
 
@@ -94,13 +96,14 @@ pub async fn run(global: &Global, command: BenchCommand) -> Result<(), Failure> 
             println!("{}", run_ask_bench(log, options).await?);
         }
         BenchCommand::Pipeline(args) => {
+            let plain = PlainIggyTarget::for_spec(&global.spec()?);
             let options = PipelineBenchOptions {
                 commands: args.commands,
                 size: args.size,
                 batch: args.batch,
                 partitions: args.partitions,
             };
-            println!("{}", run_pipeline_bench(log, options).await?);
+            println!("{}", run_pipeline_bench(log, plain, options).await?);
         }
     }
     Ok(())

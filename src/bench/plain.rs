@@ -1,0 +1,235 @@
+//! The plain `iggy` client the benches compare against: the same server,
+//! a connection of its own, nothing of AGDX in between.
+
+use std::collections::BTreeMap;
+
+use agdx_wire::{HeaderKind, HeaderValue, Headers};
+use iggy::prelude::{
+    Client, Consumer, HeaderKey, HeaderValue as IggyHeaderValue, Identifier, IggyClient, IggyError,
+    IggyMessage, MessageClient, Partitioning, PollingStrategy, StreamClient,
+};
+
+use crate::log::{LogError, LogSpec, TopicInfo};
+
+/// An Iggy server to run a workload against with the plain `iggy` client.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlainIggyTarget {
+    url: String,
+}
+
+impl PlainIggyTarget {
+    /// The server of an `iggy://USER:PASSWORD@HOST:PORT` connection string.
+    pub fn new(url: impl Into<String>) -> Self {
+        Self { url: url.into() }
+    }
+
+    /// The server a log spec names, `None` for the embedded log.
+    pub fn for_spec(spec: &LogSpec) -> Option<Self> {
+        match spec {
+            LogSpec::Iggy(url) => Some(Self::new(url.clone())),
+            LogSpec::Embedded(_) => None,
+        }
+    }
+}
+
+/// The connection string with `nodelay=true` unless it sets `nodelay`, as
+/// agdx's own connections have it: with Nagle's algorithm on, every small
+/// request waits for the server's delayed acknowledgement.
+fn with_nodelay(url: &str) -> String {
+    match url.split_once('?') {
+        Some((_, query)) if query.split('&').any(|kv| kv.starts_with("nodelay=")) => url.to_owned(),
+        Some(_) => format!("{url}&nodelay=true"),
+        None => format!("{url}?nodelay=true"),
+    }
+}
+
+/// `headers` as typed headers of the `iggy` client's map API.
+pub(crate) fn typed_headers(
+    headers: &Headers,
+) -> Result<BTreeMap<HeaderKey, IggyHeaderValue>, IggyError> {
+    headers
+        .iter()
+        .map(|(key, value)| Ok((HeaderKey::try_from(key.as_str())?, typed_value(value)?)))
+        .collect()
+}
+
+/// One header value through the `iggy` client's typed constructors.
+fn typed_value(value: &HeaderValue) -> Result<IggyHeaderValue, IggyError> {
+    let bytes = value.bytes.as_slice();
+    macro_rules! number {
+        ($t:ty) => {
+            IggyHeaderValue::from(<$t>::from_le_bytes(
+                bytes
+                    .try_into()
+                    .map_err(|_| IggyError::InvalidHeaderValue)?,
+            ))
+        };
+    }
+    Ok(match value.kind {
+        HeaderKind::Raw => IggyHeaderValue::try_from(bytes)?,
+        HeaderKind::String => IggyHeaderValue::try_from(
+            std::str::from_utf8(bytes).map_err(|_| IggyError::InvalidHeaderValue)?,
+        )?,
+        HeaderKind::Bool => IggyHeaderValue::from(bytes == [1]),
+        HeaderKind::Int8 => number!(i8),
+        HeaderKind::Int16 => number!(i16),
+        HeaderKind::Int32 => number!(i32),
+        HeaderKind::Int64 => number!(i64),
+        HeaderKind::Int128 => number!(i128),
+        HeaderKind::Uint8 => number!(u8),
+        HeaderKind::Uint16 => number!(u16),
+        HeaderKind::Uint32 => number!(u32),
+        HeaderKind::Uint64 => number!(u64),
+        HeaderKind::Uint128 => number!(u128),
+        HeaderKind::Float32 => number!(f32),
+        HeaderKind::Float64 => number!(f64),
+    })
+}
+
+/// The plain `iggy` client on the bench server.
+pub(crate) struct PlainClient {
+    client: IggyClient,
+    target: String,
+    reader: Consumer,
+}
+
+impl PlainClient {
+    pub(crate) async fn connect(target: &PlainIggyTarget) -> Result<Self, LogError> {
+        let client =
+            IggyClient::from_connection_string(&with_nodelay(&target.url)).map_err(|e| {
+                LogError::InvalidInput(format!(
+                    "the plain Iggy client rejects the connection string: {e}"
+                ))
+            })?;
+        let plain = Self {
+            client,
+            target: target.url.rsplit('@').next().unwrap_or_default().to_owned(),
+            reader: Consumer::default(),
+        };
+        plain
+            .client
+            .connect()
+            .await
+            .map_err(|e| plain.error("connecting", e))?;
+        Ok(plain)
+    }
+
+    pub(crate) fn error(&self, doing: &str, e: IggyError) -> LogError {
+        LogError::Backend(format!(
+            "plain iggy client at {}: {doing}: {e}",
+            self.target
+        ))
+    }
+
+    fn ids(&self, topic: &TopicInfo) -> Result<(Identifier, Identifier), LogError> {
+        let numeric =
+            |id: u32| Identifier::numeric(id).map_err(|e| self.error("addressing the topic", e));
+        Ok((numeric(topic.stream_id)?, numeric(topic.topic_id)?))
+    }
+
+    pub(crate) async fn send(
+        &self,
+        topic: &TopicInfo,
+        partition: u32,
+        messages: &mut [IggyMessage],
+    ) -> Result<(), LogError> {
+        let (stream, topic_id) = self.ids(topic)?;
+        self.client
+            .send_messages(
+                &stream,
+                &topic_id,
+                &Partitioning::partition_id(partition),
+                messages,
+            )
+            .await
+            .map_err(|e| self.error("sending", e))
+    }
+
+    /// Reads up to `batch` records of `partition` from `from`, reading each
+    /// one's headers; how many came and the offset after the last.
+    pub(crate) async fn poll(
+        &self,
+        topic: &TopicInfo,
+        partition: u32,
+        from: u64,
+        batch: u32,
+    ) -> Result<(u64, u64), LogError> {
+        let (stream, topic_id) = self.ids(topic)?;
+        let polled = self
+            .client
+            .poll_messages(
+                &stream,
+                &topic_id,
+                Some(partition),
+                &self.reader,
+                &PollingStrategy::offset(from),
+                batch,
+                false,
+            )
+            .await
+            .map_err(|e| self.error("polling", e))?;
+        for message in &polled.messages {
+            message
+                .user_headers_map()
+                .map_err(|e| self.error("reading headers", e))?;
+        }
+        let next = polled.messages.last().map_or(from, |m| m.header.offset + 1);
+        Ok((polled.messages.len() as u64, next))
+    }
+
+    pub(crate) async fn delete_stream(&self, stream_id: u32) -> Result<(), LogError> {
+        let id = Identifier::numeric(stream_id)
+            .map_err(|e| self.error("addressing the bench stream", e))?;
+        self.client
+            .delete_stream(&id)
+            .await
+            .map_err(|e| self.error("deleting the bench stream", e))
+    }
+
+    pub(crate) async fn close(&self) {
+        // The bench is over; a failure to say goodbye changes nothing.
+        let _ = self.client.shutdown().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nodelay_is_added_unless_set() {
+        assert_eq!(
+            with_nodelay("iggy://a:b@h:1"),
+            "iggy://a:b@h:1?nodelay=true"
+        );
+        assert_eq!(
+            with_nodelay("iggy://a:b@h:1?heartbeat_interval=1s"),
+            "iggy://a:b@h:1?heartbeat_interval=1s&nodelay=true"
+        );
+        assert_eq!(
+            with_nodelay("iggy://a:b@h:1?nodelay=false"),
+            "iggy://a:b@h:1?nodelay=false"
+        );
+    }
+
+    #[test]
+    fn typed_headers_keep_kinds_and_values() {
+        let headers = vec![
+            ("agdx.ct".to_owned(), HeaderValue::u8(3)),
+            ("agdx.av".to_owned(), HeaderValue::u32(1)),
+            ("gen_ai.conversation.id".to_owned(), HeaderValue::u128(7)),
+            ("agdx.to".to_owned(), HeaderValue::string("echo")),
+        ];
+        let map = typed_headers(&headers).unwrap();
+        let get = |k: &str| &map[&HeaderKey::try_from(k).unwrap()];
+        assert_eq!(get("agdx.ct").as_uint8().unwrap(), 3);
+        assert_eq!(get("agdx.av").as_uint32().unwrap(), 1);
+        assert_eq!(get("gen_ai.conversation.id").as_uint128().unwrap(), 7);
+        assert_eq!(get("agdx.to").as_str().unwrap(), "echo");
+        let short = HeaderValue {
+            kind: HeaderKind::Uint32,
+            bytes: vec![1],
+        };
+        assert!(typed_headers(&vec![("k".to_owned(), short)]).is_err());
+    }
+}
