@@ -10,6 +10,8 @@
 mod iggy_support;
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use agdx::log::{GroupMember, LogError, OutgoingRecord, SharedLog, TopicInfo, partition_for_key};
@@ -19,6 +21,7 @@ use iggy::prelude::{
     Partitioning, PollingStrategy, StreamClient, TopicClient,
 };
 use iggy_support::{IggyTestLog, iggy_log, unique_name};
+use tracing_subscriber::layer::SubscriberExt;
 
 /// The test server, or `None` (with the reason printed) when there is none.
 async fn server() -> Option<IggyTestLog> {
@@ -480,6 +483,91 @@ async fn a_partition_owned_by_another_program_cannot_be_committed_here() {
         "{err}"
     );
     client.shutdown().await.unwrap();
+}
+
+/// Counts the error events of the `iggy` client, which logs every request
+/// the server refuses.
+struct IggyErrors(Arc<AtomicUsize>);
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for IggyErrors {
+    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+        let meta = event.metadata();
+        if *meta.level() == tracing::Level::ERROR && meta.target().starts_with("iggy") {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+#[tokio::test]
+async fn group_work_sends_no_request_the_server_refuses() {
+    let Some(server) = server().await else { return };
+    let refused = Arc::new(AtomicUsize::new(0));
+    // This test's runtime runs on this thread only, so the default
+    // subscriber sees every event of its clients.
+    let _counting = tracing::subscriber::set_default(
+        tracing_subscriber::registry().with(IggyErrors(refused.clone())),
+    );
+    let topic = topic(&server.log, 4).await;
+    for partition in 0..4 {
+        server
+            .log
+            .append(&topic, partition, vec![record(b"0"), record(b"1")])
+            .await
+            .unwrap();
+    }
+    assert_eq!(
+        server
+            .log
+            .committed_offset(&topic, "workers", 0)
+            .await
+            .unwrap(),
+        None,
+        "a group that does not exist yet has no offsets"
+    );
+    let other = server.connect_again().await;
+    let first = server.log.join_group(&topic, "workers").await.unwrap();
+    let second = other.join_group(&topic, "workers").await.unwrap();
+    for round in 0..3 {
+        let a = first.assigned().await.unwrap();
+        let b = second.assigned().await.unwrap();
+        assert_eq!([a.as_slice(), &b].concat().len(), 4, "{a:?} {b:?}");
+        for (log, partition) in a
+            .iter()
+            .map(|&p| (&other, p))
+            .chain(b.iter().map(|&p| (&server.log, p)))
+        {
+            assert_eq!(
+                log.committed_offset(&topic, "workers", partition)
+                    .await
+                    .unwrap(),
+                (round > 0).then_some(1)
+            );
+            log.store_offset(&topic, "workers", partition, 1)
+                .await
+                .unwrap();
+        }
+    }
+    assert_eq!(refused.load(Ordering::Relaxed), 0);
+
+    // A lone empty partition needs a commit the server refuses to tell its
+    // owner apart; asked again, the answer stands until the members change.
+    let lone = self::topic(&server.log, 1).await;
+    let first = server.log.join_group(&lone, "standby").await.unwrap();
+    let second = other.join_group(&lone, "standby").await.unwrap();
+    let answers = (
+        first.assigned().await.unwrap(),
+        second.assigned().await.unwrap(),
+    );
+    let after_first_look = refused.load(Ordering::Relaxed);
+    assert!(after_first_look <= 2, "{after_first_look}");
+    for _ in 0..5 {
+        let again = (
+            first.assigned().await.unwrap(),
+            second.assigned().await.unwrap(),
+        );
+        assert_eq!(again, answers);
+    }
+    assert_eq!(refused.load(Ordering::Relaxed), after_first_look);
 }
 
 #[tokio::test]

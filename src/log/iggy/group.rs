@@ -18,11 +18,15 @@
 //! (partition 0 alone on one member while another member has none) a
 //! commit at an impossible offset does: the server refuses it as an invalid
 //! offset when this member owns the partition and as an unresolved consumer
-//! when it does not, and stores nothing either way.
+//! when it does not, and stores nothing either way. The client logs every
+//! refusal as an error, so that answer is kept until the group's members or
+//! their partitions change.
 //!
 //! Storing a group offset requires the storing connection to be a member
 //! that owns the partition, so commits made through [`super::IggyLog`] are
-//! routed to a live member of this process that owns the partition. When the
+//! routed to a live member of this process that owns the partition (one that
+//! did not list it when last asked is checked by a poll first, so a commit
+//! is refused only when the partition moved since). When the
 //! group has no live member at all, a short-lived member joins, commits and
 //! leaves. When another process's member owns the partition, the commit is
 //! refused with [`LogError::NotOwner`]. Reading a group offset needs no
@@ -43,9 +47,14 @@ use crate::log::{GroupMember, LogError, TopicInfo};
 /// Live members of this process, for routing offset commits.
 static MEMBERS: Mutex<Vec<Weak<Member>>> = Mutex::new(Vec::new());
 
-/// The registry of live members, even if a holder panicked.
+/// The registry of live members.
 fn registry() -> MutexGuard<'static, Vec<Weak<Member>>> {
-    MEMBERS
+    lock(&MEMBERS)
+}
+
+/// Locks `mutex`, even if a holder panicked.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
@@ -59,6 +68,9 @@ enum Ownership {
     /// This connection is not a member (any more).
     NotMember,
 }
+
+/// The group's members and their partitions, sorted by member id.
+type MemberList = Vec<(u32, Vec<u32>)>;
 
 /// The outcome of a commit attempt through one member.
 enum Commit {
@@ -74,6 +86,9 @@ struct Member {
     group: String,
     id: String,
     owned: Mutex<Vec<u32>>,
+    /// The member list when partition 0 was last settled by a commit probe,
+    /// and whether this member owned it then.
+    zero_probed: Mutex<Option<(MemberList, bool)>>,
 }
 
 /// Numeric identifiers of a topic's stream and topic.
@@ -116,6 +131,7 @@ impl Member {
             group: group.to_owned(),
             id: String::new(),
             owned: Mutex::new(Vec::new()),
+            zero_probed: Mutex::new(None),
         };
         member.enter().await?;
         let me = member
@@ -137,6 +153,8 @@ impl Member {
 
     /// Creates the group unless it exists and joins it on this connection.
     async fn enter(&self) -> Result<(), LogError> {
+        // A new membership has a member id of its own.
+        *lock(&self.zero_probed) = None;
         let (stream, topic) = topic_ids(&self.topic)?;
         let client = self.connection.client();
         let group = group_ident(&self.group)?;
@@ -213,6 +231,33 @@ impl Member {
         })
     }
 
+    /// Whether this member owns partition 0 by [`Self::commit_probe`],
+    /// asked again only when the member list differs from the last time.
+    /// The same list means the same assignment: a live member keeps its id,
+    /// and a lost membership shows as an error of the poll probe before.
+    async fn zero_probe(&self, details: &ConsumerGroupDetails) -> Result<Ownership, LogError> {
+        let mut members: MemberList = details
+            .members
+            .iter()
+            .map(|m| (m.id, m.partitions.clone()))
+            .collect();
+        members.sort_unstable();
+        if let Some((seen, owned)) = lock(&self.zero_probed).as_ref()
+            && *seen == members
+        {
+            return Ok(if *owned {
+                Ownership::Owned
+            } else {
+                Ownership::NotOwned
+            });
+        }
+        let ownership = self.commit_probe(0).await?;
+        if let Ownership::Owned | Ownership::NotOwned = ownership {
+            *lock(&self.zero_probed) = Some((members, matches!(ownership, Ownership::Owned)));
+        }
+        Ok(ownership)
+    }
+
     /// The partitions this member owns, `None` when it is no member.
     async fn ownership(&self) -> Result<Option<Vec<u32>>, LogError> {
         let (stream, topic) = topic_ids(&self.topic)?;
@@ -255,7 +300,7 @@ impl Member {
                     .count();
                 match holder {
                     Some(h) if h.partitions == [0] && idle == 0 => Ownership::Owned,
-                    Some(h) if h.partitions == [0] => self.commit_probe(0).await?,
+                    Some(h) if h.partitions == [0] => self.zero_probe(&details).await?,
                     _ => Ownership::NotOwned,
                 }
             }
@@ -402,6 +447,13 @@ pub(crate) async fn commit_through_members(
     }
     local.sort_by_key(|m| !m.last_owned().contains(&partition));
     for member in &local {
+        // A commit through a member that does not own the partition is
+        // refused, and the client logs the refusal as an error: ask first.
+        if !member.last_owned().contains(&partition)
+            && let Ownership::NotOwned | Ownership::NotMember = member.poll_probe(partition).await?
+        {
+            continue;
+        }
         if let Commit::Stored = member.commit(partition, offset).await? {
             return Ok(Routed::Stored);
         }
