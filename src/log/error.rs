@@ -12,13 +12,29 @@ pub enum LogError {
     #[error("topic '{stream}/{topic}' does not exist; run `agdx init` to create the topology")]
     NoSuchTopic { stream: String, topic: String },
     /// The partition id is outside the topic's partitions.
-    #[error("partition {partition} does not exist in '{stream}/{topic}', which has {partitions} partitions (0..{partitions})")]
-    NoSuchPartition { stream: String, topic: String, partition: u32, partitions: u32 },
+    #[error(
+        "partition {partition} does not exist in '{stream}/{topic}', which has {partitions} partitions (0..{partitions})"
+    )]
+    NoSuchPartition {
+        stream: String,
+        topic: String,
+        partition: u32,
+        partitions: u32,
+    },
     /// An existing topic has another partition count than asked for.
-    #[error("topic '{stream}/{topic}' already exists with {existing} partitions, not {wanted}; use --partitions {existing} or a new stream name")]
-    PartitionMismatch { stream: String, topic: String, existing: u32, wanted: u32 },
+    #[error(
+        "topic '{stream}/{topic}' already exists with {existing} partitions, not {wanted}; use --partitions {existing} or a new stream name"
+    )]
+    PartitionMismatch {
+        stream: String,
+        topic: String,
+        existing: u32,
+        wanted: u32,
+    },
     /// A record is larger than the log accepts.
-    #[error("a record of {size} bytes exceeds the log's limit of {limit} bytes; send large bodies as a claim check (BodyRef)")]
+    #[error(
+        "a record of {size} bytes exceeds the log's limit of {limit} bytes; send large bodies as a claim check (BodyRef)"
+    )]
     RecordTooLarge { size: usize, limit: usize },
     /// An empty batch or an empty payload.
     #[error("{0}")]
@@ -45,8 +61,15 @@ pub enum LogError {
     #[error("the log at {target} denied access: {reason}")]
     AccessDenied { target: String, reason: String },
     /// An offset commit for a partition this process's members do not own.
-    #[error("partition {partition} of '{stream}/{topic}' is assigned to another member of consumer group '{group}'; only the member that owns a partition can commit its offset (call assigned() again: the assignment has changed)")]
-    NotOwner { stream: String, topic: String, group: String, partition: u32 },
+    #[error(
+        "partition {partition} of '{stream}/{topic}' is assigned to another member of consumer group '{group}'; only the member that owns a partition can commit its offset (call assigned() again: the assignment has changed)"
+    )]
+    NotOwner {
+        stream: String,
+        topic: String,
+        group: String,
+        partition: u32,
+    },
 }
 
 impl LogError {

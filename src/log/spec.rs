@@ -27,7 +27,9 @@ pub const DEFAULT_LOG: &str = "embedded:.agdx";
 
 /// A log spec that is neither `embedded:PATH` nor `iggy://...`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown log {0:?}: use `embedded:PATH` (a local directory, e.g. embedded:.agdx) or `iggy://USER:PASSWORD@HOST:PORT` (e.g. iggy://iggy:iggy@127.0.0.1:8090)")]
+#[error(
+    "unknown log {0:?}: use `embedded:PATH` (a local directory, e.g. embedded:.agdx) or `iggy://USER:PASSWORD@HOST:PORT` (e.g. iggy://iggy:iggy@127.0.0.1:8090)"
+)]
 pub struct LogSpecError(String);
 
 impl FromStr for LogSpec {
