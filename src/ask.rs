@@ -29,8 +29,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agdx_wire::{
-    AgentEnvelope, AgentId, ChannelId, ContentType, CorrelationId, ErrorBody, ErrorCode, Kind,
-    LogPosition,
+    AgentEnvelope, AgentId, ChannelId, ContentType, CorrelationId, ErrorBody, Kind, LogPosition,
 };
 use dashmap::DashMap;
 use tokio::sync::{Mutex, mpsc};
@@ -38,11 +37,11 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use crate::claim_check::ClaimCheckError;
+use crate::claim_check::{ClaimCheckError, resolve_body};
 use crate::clock::{SharedClock, system_clock};
 use crate::log::{DEFAULT_POLL_WAIT, LogError, SharedLog, TopicInfo};
 use crate::producer::{CommandRequest, ProduceError, Producer, Sent};
-use crate::reassembly::{StreamAssembler, StreamCounters, StreamEnd, StreamEvent};
+use crate::reassembly::{StreamAssembler, StreamCounters, StreamEnd, StreamEvent, error_of};
 use crate::record::{content_type_of, envelope_of};
 
 /// Why an ask did not produce an answer.
@@ -64,11 +63,10 @@ pub enum AskError {
     #[error("the reply body could not be resolved: {0}")]
     ClaimCheck(#[from] ClaimCheckError),
     /// No terminal reply arrived in time.
-    #[error(
-        "no reply from {target} to operation '{operation}' (correlation {correlation}) within {waited:?}; is a worker for '{target}' running on this log (`agdx worker --agent {target} ...`)?"
-    )]
+    #[error("{}", timeout_message(target.as_ref(), operation, correlation, waited))]
     Timeout {
-        target: String,
+        /// The agent asked, when the command named one.
+        target: Option<AgentId>,
         operation: String,
         correlation: CorrelationId,
         waited: Duration,
@@ -86,6 +84,22 @@ impl AskError {
             AskError::ClaimCheck(e) => e.is_retryable(),
             AskError::Timeout { .. } => true,
         }
+    }
+}
+
+fn timeout_message(
+    target: Option<&AgentId>,
+    operation: &str,
+    correlation: &CorrelationId,
+    waited: &Duration,
+) -> String {
+    match target {
+        Some(agent) => format!(
+            "no reply from {agent} to operation '{operation}' (correlation {correlation}) within {waited:?}; is a worker for '{agent}' running on this log (`agdx worker --agent {agent} ...`)?"
+        ),
+        None => format!(
+            "no reply to operation '{operation}' (correlation {correlation}) within {waited:?}; the command named no agent (--to), is any worker running on this log?"
+        ),
     }
 }
 
@@ -113,10 +127,13 @@ pub struct Reply {
     pub envelope: AgentEnvelope,
     pub position: LogPosition,
     pub timestamp_micros: u64,
-    /// The body's codec (from `agdx.ct`; the original one for claim-checked bodies is not known: `ref`).
+    /// The body's codec (`agdx.ct`); `raw` for a claim-checked body, whose
+    /// own codec the BodyRef does not name.
     pub content_type: ContentType,
     /// The body, fetched and verified when it was claim-checked.
     pub body: Vec<u8>,
+    /// Whether the body came through the blob store.
+    pub claim_checked: bool,
 }
 
 /// The answer to an ask.
@@ -143,6 +160,9 @@ pub enum ReplyEvent {
     Error(ErrorBody),
     /// The next chunk of the reply stream.
     Chunk { sequence: u64, body: Vec<u8> },
+    /// The writer started the stream over on a new channel (it was
+    /// restarted mid-stream): discard the chunks received so far.
+    StreamRestarted { channel: ChannelId },
     /// The reply stream ended.
     StreamEnd(StreamEnd),
 }
@@ -202,10 +222,7 @@ impl Requester {
     /// registered and the reply partition's tail observed before the command
     /// is sent, so no reply can be missed.
     pub async fn send(&self, request: CommandRequest) -> Result<ReplyWatch, AskError> {
-        let target = request
-            .target
-            .as_ref()
-            .map_or_else(|| "any agent".to_owned(), AgentId::to_string);
+        let target = request.target.clone();
         let operation = request.operation.clone().unwrap_or_default();
         let (outgoing, correlation) = self.producer.build_command(request);
         let responses = self.producer.topology().responses.clone();
@@ -253,7 +270,7 @@ impl Requester {
         timeout: Duration,
     ) -> Result<Answer, AskError> {
         let mut watch = self.send(request).await?;
-        let deadline = Instant::now() + timeout;
+        let deadline = instant_after(timeout);
         let mut body = Vec::new();
         loop {
             match watch.next_until(deadline).await? {
@@ -261,6 +278,7 @@ impl Requester {
                 ReplyEvent::Response(reply) => return Ok(Answer::Response(Box::new(reply))),
                 ReplyEvent::Error(error) => return Err(AskError::Remote(error)),
                 ReplyEvent::Chunk { body: chunk, .. } => body.extend_from_slice(&chunk),
+                ReplyEvent::StreamRestarted { .. } => body.clear(),
                 ReplyEvent::StreamEnd(StreamEnd::Finished { finish_reason, .. }) => {
                     let counters = watch.stream_counters().unwrap_or_default();
                     return Ok(Answer::Streamed {
@@ -324,8 +342,12 @@ async fn read_replies(
                 failures = 0;
                 for record in records {
                     from = record.position.offset + 1;
-                    let Ok(envelope) = envelope_of(&record) else {
-                        continue;
+                    let envelope = match envelope_of(&record) {
+                        Ok(envelope) => envelope,
+                        Err(error) => {
+                            tracing::debug!(position = %record.position, %error, "skipping a reply record that does not decode");
+                            continue;
+                        }
                     };
                     let Some(correlation) = envelope.correlation else {
                         continue;
@@ -335,10 +357,14 @@ async fn read_replies(
                     }
                 }
             }
+            Err(LogError::Corrupt { position, reason }) => {
+                tracing::warn!(%position, %reason, "skipping a damaged reply record");
+                from = position.offset + 1;
+            }
             Err(error) => {
                 failures += 1;
                 tracing::warn!(%error, partition, topic = %topic.topic, "polling replies failed; retrying");
-                tokio::time::sleep(Duration::from_millis(50u64 << failures.min(6))).await;
+                tokio::time::sleep(crate::retry::backoff(failures)).await;
             }
         }
     }
@@ -360,7 +386,7 @@ pub struct ReplyWatch {
     rx: mpsc::UnboundedReceiver<(AgentEnvelope, crate::log::LogRecord)>,
     _guard: WaiterGuard,
     sent: Sent,
-    target: String,
+    target: Option<AgentId>,
     operation: String,
     correlation: CorrelationId,
     sent_at: Instant,
@@ -389,7 +415,7 @@ impl ReplyWatch {
 
     /// The next reply event, waiting at most `timeout`.
     pub async fn next(&mut self, timeout: Duration) -> Result<ReplyEvent, AskError> {
-        self.next_until(Instant::now() + timeout).await
+        self.next_until(instant_after(timeout)).await
     }
 
     /// The next reply event, waiting until `deadline`. After a terminal
@@ -453,7 +479,9 @@ impl ReplyWatch {
     fn abandon_instant(&self) -> Option<Instant> {
         let deadline = self.stream.as_ref()?.deadline_micros()?;
         let now = self.clock.now_micros();
-        Some(Instant::now() + Duration::from_micros(deadline.saturating_sub(now).saturating_add(1)))
+        Some(instant_after(Duration::from_micros(
+            deadline.saturating_sub(now).saturating_add(1),
+        )))
     }
 
     async fn apply(
@@ -470,9 +498,20 @@ impl ReplyWatch {
         let now = self.clock.now_micros();
         match (envelope.kind, envelope.channel) {
             (Kind::Chunk, Some(channel)) | (Kind::Error, Some(channel)) => {
-                let stream = self
-                    .stream
-                    .get_or_insert_with(|| StreamAssembler::new(channel));
+                let restarted = envelope.kind == Kind::Chunk && envelope.sequence == Some(0);
+                let stream = match &mut self.stream {
+                    Some(stream) if stream.channel() == channel => stream,
+                    // A second stream for the same request while the first is
+                    // unfinished: its writer started over (a worker that
+                    // crashed mid-stream ran the command again). Follow the
+                    // new stream; what the old one delivered is void.
+                    Some(_) if restarted => {
+                        self.pending.push(ReplyEvent::StreamRestarted { channel });
+                        self.stream.insert(StreamAssembler::new(channel))
+                    }
+                    Some(_) => return Ok(()),
+                    None => self.stream.insert(StreamAssembler::new(channel)),
+                };
                 for event in stream.push(&envelope, now) {
                     self.ended |= matches!(event, StreamEvent::End(_));
                     self.pending.push(stream_event(event));
@@ -485,12 +524,7 @@ impl ReplyWatch {
             }
             (Kind::Error, None) => {
                 self.ended = true;
-                let error = ErrorBody::decode_valid(&envelope.body).unwrap_or_else(|e| {
-                    ErrorBody::new(ErrorCode::Internal).with_message(format!(
-                        "the agent replied with an unreadable error body: {e}"
-                    ))
-                });
-                self.pending.push(ReplyEvent::Error(error));
+                self.pending.push(ReplyEvent::Error(error_of(&envelope)));
             }
             (Kind::Status, _) => {
                 let reply = self.resolve(envelope, record).await?;
@@ -507,18 +541,29 @@ impl ReplyWatch {
         record: crate::log::LogRecord,
     ) -> Result<Reply, AskError> {
         let content_type = content_type_of(&record);
-        let body = match (content_type, self.producer.claim_check()) {
-            (ContentType::Ref, Some(check)) => check.resolve(&envelope.body).await?,
-            _ => envelope.body.clone(),
-        };
+        let (body, claim_checked) =
+            resolve_body(self.producer.claim_check(), content_type, &envelope.body).await?;
         Ok(Reply {
             envelope,
             position: record.position,
             timestamp_micros: record.timestamp_micros,
-            content_type,
+            content_type: if claim_checked {
+                ContentType::Raw
+            } else {
+                content_type
+            },
             body,
+            claim_checked,
         })
     }
+}
+
+/// `duration` from now, or a year from now when that is further than a
+/// clock can count (a deadline set far off by a peer or a user).
+fn instant_after(duration: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(duration)
+        .unwrap_or_else(|| now + Duration::from_secs(365 * 24 * 3600))
 }
 
 fn stream_event(event: StreamEvent) -> ReplyEvent {

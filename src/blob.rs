@@ -97,7 +97,8 @@ impl DirBlobStore {
     }
 }
 
-fn hex(bytes: &[u8]) -> String {
+/// Lower-case hex digits of `bytes`.
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
@@ -112,11 +113,13 @@ impl BlobStore for DirBlobStore {
                 return Ok(());
             }
             std::fs::create_dir_all(&dir)?;
-            let mut tmp = tempfile_in(&dir)?;
-            tmp.1.write_all(&bytes)?;
-            tmp.1.sync_all()?;
-            std::fs::rename(&tmp.0, &path)?;
-            Ok(())
+            // A temporary file is removed if anything below fails.
+            let mut tmp = tempfile::NamedTempFile::new_in(&dir)?;
+            tmp.write_all(&bytes)?;
+            tmp.as_file().sync_all()?;
+            tmp.persist(&path).map_err(|e| e.error)?;
+            // The rename is durable only once the directory is synced.
+            std::fs::File::open(&dir)?.sync_all()
         })
         .await
         .map_err(|e| self.io(std::io::Error::other(e)))?
@@ -135,15 +138,4 @@ impl BlobStore for DirBlobStore {
             Err(e) => Err(self.io(e)),
         }
     }
-}
-
-/// A fresh temporary file in `dir`, named uniquely for this process and call.
-fn tempfile_in(dir: &Path) -> std::io::Result<(PathBuf, std::fs::File)> {
-    let name = format!(".tmp-{}-{}", std::process::id(), ulid::Ulid::new());
-    let path = dir.join(name);
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&path)?;
-    Ok((path, file))
 }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use agdx_wire::{BodyRef, ContentType, WireError};
 use sha2::{Digest, Sha256};
 
-use crate::blob::{BlobError, BlobStore};
+use crate::blob::{BlobError, BlobStore, hex};
 
 /// Default threshold: bodies above 256 KiB go to the blob store.
 pub const DEFAULT_CLAIM_CHECK_THRESHOLD: usize = 256 * 1024;
@@ -50,6 +50,11 @@ pub enum ClaimCheckError {
         expected: String,
         actual: String,
     },
+    /// The body is a claim check but this reader has no blob store.
+    #[error(
+        "the body is a claim check (content type `ref`) but no blob store is configured here; give this reader the blob store the sender used (e.g. `agdx worker --blob-dir DIR`)"
+    )]
+    NoStore,
     /// The BodyRef says the blob is encrypted, which this reader cannot undo.
     #[error(
         "claim-checked body {reference} is encrypted (scheme {scheme}); this reader only handles plaintext blobs"
@@ -63,6 +68,7 @@ impl ClaimCheckError {
         match self {
             ClaimCheckError::Blob(e) => e.is_retryable(),
             ClaimCheckError::BadBodyRef(_) => false,
+            ClaimCheckError::NoStore => false,
             ClaimCheckError::SizeMismatch { .. } => false,
             ClaimCheckError::DigestMismatch { .. } => false,
             ClaimCheckError::Encrypted { .. } => false,
@@ -70,8 +76,18 @@ impl ClaimCheckError {
     }
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+/// The body a reader hands on, and whether it was claim-checked: a `ref`
+/// body is fetched and verified through `check`, anything else is as it came.
+pub async fn resolve_body(
+    check: Option<&ClaimCheck>,
+    content_type: ContentType,
+    body: &[u8],
+) -> Result<(Vec<u8>, bool), ClaimCheckError> {
+    match (content_type, check) {
+        (ContentType::Ref, Some(check)) => Ok((check.resolve(body).await?, true)),
+        (ContentType::Ref, None) => Err(ClaimCheckError::NoStore),
+        _ => Ok((body.to_vec(), false)),
+    }
 }
 
 impl ClaimCheck {

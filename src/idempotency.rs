@@ -45,7 +45,9 @@ pub enum StoreError {
         source: std::io::Error,
     },
     /// A stored reply no longer decodes (the file was damaged or edited).
-    #[error("processed-key store {path}: a stored reply is damaged: {detail}")]
+    #[error(
+        "processed-key store {path}: a stored reply is damaged ({detail}); stop the worker and delete the file: it is rebuilt from the replies on the log"
+    )]
     Damaged { path: PathBuf, detail: String },
     /// Reading the log while rebuilding failed.
     #[error("rebuilding the processed-key store from the log failed: {0}")]
@@ -240,9 +242,19 @@ impl ProcessedKeys {
         };
         let mut added = 0;
         while next <= last {
-            let records = log
+            let records = match log
                 .poll(responses, partition, next, 1024, std::time::Duration::ZERO)
-                .await?;
+                .await
+            {
+                Ok(records) => records,
+                // A damaged reply holds no key anyone can read; step over it.
+                Err(LogError::Corrupt { position, reason }) => {
+                    tracing::warn!(%position, %reason, "skipping a damaged reply while catching up with processed keys");
+                    next = position.offset + 1;
+                    continue;
+                }
+                Err(error) => return Err(error.into()),
+            };
             let Some(tail) = records.last() else { break };
             next = tail.position.offset + 1;
             let mut entries = Vec::new();

@@ -25,9 +25,9 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use agdx_wire::{
-    AgentCard, AgentEnvelope, AgentId, ChannelId, ContentType, ConversationId, CorrelationId,
-    ErrorBody, HeaderCapError, IdempotencyKey, LogPosition, Metadata, RecordId, StreamPurpose,
-    TaskState, TokenUsage, ValidationError, check_header_caps, record_headers,
+    AgentCard, AgentEnvelope, AgentId, BodyRef, ChannelId, ContentType, ConversationId,
+    CorrelationId, ErrorBody, HeaderCapError, IdempotencyKey, LogPosition, Metadata, RecordId,
+    StreamPurpose, TaskState, TokenUsage, ValidationError, check_header_caps, record_headers,
 };
 use tracing::Instrument;
 
@@ -42,6 +42,11 @@ pub enum ProduceError {
     /// The envelope breaks the wire contract; nothing was sent.
     #[error("not sent: {0}")]
     Invalid(#[from] ValidationError),
+    /// The content type says `ref` but the body is no BodyRef; nothing was sent.
+    #[error(
+        "not sent: content type `ref` marks a claim check, but the body is not a valid BodyRef ({0}); send the bytes with their own content type and let the producer claim-check them"
+    )]
+    NotABodyRef(agdx_wire::WireError),
     /// The headers are over the wire caps; nothing was sent.
     #[error("not sent: {0}")]
     Headers(#[from] HeaderCapError),
@@ -51,9 +56,6 @@ pub enum ProduceError {
     /// The log refused or could not be reached.
     #[error(transparent)]
     Log(#[from] LogError),
-    /// A chunk stream was used after it ended.
-    #[error("the chunk stream on channel {0} has already ended; open a new stream")]
-    StreamEnded(ChannelId),
 }
 
 impl ProduceError {
@@ -61,10 +63,10 @@ impl ProduceError {
     pub fn is_retryable(&self) -> bool {
         match self {
             ProduceError::Invalid(_) => false,
+            ProduceError::NotABodyRef(_) => false,
             ProduceError::Headers(_) => false,
             ProduceError::ClaimCheck(e) => e.is_retryable(),
             ProduceError::Log(e) => e.is_retryable(),
-            ProduceError::StreamEnded(_) => false,
         }
     }
 }
@@ -489,7 +491,6 @@ impl Producer {
             next_sequence: 0,
             batch: 1,
             pending: Vec::new(),
-            ended: false,
             recorder: None,
         }
     }
@@ -531,6 +532,9 @@ impl Producer {
             // Validate before claim-checking so an invalid envelope leaves no
             // blob behind; swapping a body for its BodyRef keeps it valid.
             envelope.validate()?;
+            if content_type == ContentType::Ref {
+                BodyRef::decode_valid(&envelope.body).map_err(ProduceError::NotABodyRef)?;
+            }
             let mut content_type = content_type;
             if let Some(check) = &self.inner.claim_check {
                 let body = std::mem::take(&mut envelope.body);
@@ -580,7 +584,6 @@ pub struct ChunkWriter {
     next_sequence: u64,
     batch: usize,
     pending: Vec<Outgoing>,
-    ended: bool,
     recorder: Option<ReplyRecorder>,
 }
 
@@ -607,17 +610,22 @@ impl ChunkWriter {
         self
     }
 
-    fn chunk(&mut self, body: Vec<u8>) -> AgentEnvelope {
+    /// The chunk with the next sequence number, addressed and validated.
+    fn chunk(
+        &self,
+        body: Vec<u8>,
+        last: Option<(Option<&str>, Option<TokenUsage>)>,
+    ) -> Result<AgentEnvelope, ProduceError> {
         let source = self.producer.inner.source.clone();
-        let sequence = self.next_sequence;
-        self.next_sequence += 1;
-        let chunk = match std::num::NonZeroU64::new(sequence) {
+        let (conversation, correlation, channel) =
+            (self.to.conversation, self.to.correlation, self.channel);
+        let chunk = match std::num::NonZeroU64::new(self.next_sequence) {
             None => {
                 let open = AgentEnvelope::chunk_open(
-                    self.to.conversation,
+                    conversation,
                     source,
-                    self.to.correlation,
-                    self.channel,
+                    correlation,
+                    channel,
                     self.purpose,
                     body,
                 );
@@ -626,16 +634,19 @@ impl ChunkWriter {
                     None => open,
                 }
             }
-            Some(seq) => AgentEnvelope::chunk(
-                self.to.conversation,
-                source,
-                self.to.correlation,
-                self.channel,
-                seq,
-                body,
-            ),
+            Some(seq) => {
+                AgentEnvelope::chunk(conversation, source, correlation, channel, seq, body)
+            }
         };
-        self.to.address(chunk)
+        let chunk = match last {
+            Some((finish_reason, usage)) => chunk.as_last(finish_reason, usage),
+            None => chunk,
+        };
+        let chunk = self.to.address(chunk);
+        // Checked here, before the sequence number is used up, so a bad
+        // chunk leaves no gap in the stream.
+        chunk.validate()?;
+        Ok(chunk)
     }
 
     async fn push(
@@ -644,36 +655,35 @@ impl ChunkWriter {
         content_type: ContentType,
         force: bool,
     ) -> Result<(), ProduceError> {
+        let outgoing = Outgoing::new(envelope, content_type);
         if let Some(recorder) = &self.recorder {
-            recorder
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(Outgoing::new(envelope.clone(), content_type));
+            lock(recorder).push(outgoing.clone());
         }
-        self.pending.push(Outgoing::new(envelope, content_type));
+        self.pending.push(outgoing);
         if force || self.pending.len() >= self.batch {
             self.flush().await?;
         }
         Ok(())
     }
 
-    /// Appends the chunks held back so far.
+    /// Appends the chunks held back so far. When the append fails they stay
+    /// held back, to go out with the next flush.
     pub async fn flush(&mut self) -> Result<(), ProduceError> {
         if self.pending.is_empty() {
             return Ok(());
         }
-        let items = std::mem::take(&mut self.pending);
-        let responses = self.producer.inner.topology.responses.clone();
-        self.producer.publish(&responses, items).await?;
+        let responses = &self.producer.inner.topology.responses;
+        self.producer
+            .publish(responses, self.pending.clone())
+            .await?;
+        self.pending.clear();
         Ok(())
     }
 
     /// Sends the next chunk (non-empty).
     pub async fn send(&mut self, body: Vec<u8>) -> Result<(), ProduceError> {
-        if self.ended {
-            return Err(ProduceError::StreamEnded(self.channel));
-        }
-        let chunk = self.chunk(body);
+        let chunk = self.chunk(body, None)?;
+        self.next_sequence += 1;
         self.push(chunk, self.content_type, false).await
     }
 
@@ -685,20 +695,12 @@ impl ChunkWriter {
         finish_reason: Option<&str>,
         usage: Option<TokenUsage>,
     ) -> Result<(), ProduceError> {
-        if self.ended {
-            return Err(ProduceError::StreamEnded(self.channel));
-        }
-        self.ended = true;
-        let last = self.chunk(body).as_last(finish_reason, usage);
+        let last = self.chunk(body, Some((finish_reason, usage)))?;
         self.push(last, self.content_type, true).await
     }
 
     /// Ends the stream with an `error` carrying the channel.
     pub async fn fail(mut self, error: &ErrorBody) -> Result<(), ProduceError> {
-        if self.ended {
-            return Err(ProduceError::StreamEnded(self.channel));
-        }
-        self.ended = true;
         let envelope = AgentEnvelope::error(
             new_record_id(),
             self.to.conversation,
@@ -710,4 +712,12 @@ impl ChunkWriter {
         let envelope = self.to.address(envelope);
         self.push(envelope, ContentType::Cbor, true).await
     }
+}
+
+/// Locks a mutex, also after a thread panicked while holding it (the data
+/// is a plain list, never left half-updated).
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }

@@ -146,12 +146,7 @@ impl StreamAssembler {
             return vec![abandoned];
         }
         if envelope.kind == Kind::Error {
-            let error = ErrorBody::decode_valid(&envelope.body).unwrap_or_else(|e| {
-                ErrorBody::new(ErrorCode::Internal).with_message(format!(
-                    "the stream failed with an unreadable error body: {e}"
-                ))
-            });
-            return vec![self.end(StreamEnd::Failed(error))];
+            return vec![self.end(StreamEnd::Failed(error_of(envelope)))];
         }
         let sequence = envelope.sequence.unwrap_or(u64::MAX);
         if sequence < self.next {
@@ -185,4 +180,14 @@ impl StreamAssembler {
         }
         events
     }
+}
+
+/// The error an `error` envelope carries; an unreadable body becomes an
+/// `internal` error that says so.
+pub(crate) fn error_of(envelope: &AgentEnvelope) -> ErrorBody {
+    ErrorBody::decode_valid(&envelope.body).unwrap_or_else(|e| {
+        ErrorBody::new(ErrorCode::Internal).with_message(format!(
+            "the reply is an error whose body is unreadable: {e}"
+        ))
+    })
 }

@@ -56,3 +56,9 @@ impl RetryPolicy {
         half + half.mul_f64(jitter.clamp(0.0, 1.0))
     }
 }
+
+/// Wait before trying the log or a store again after `failures` failures in a
+/// row: 100 ms doubling up to 3.2 s.
+pub(crate) fn backoff(failures: u32) -> Duration {
+    Duration::from_millis(50u64 << failures.clamp(1, 6))
+}

@@ -81,13 +81,24 @@ async fn read_stream(watch: &mut ReplyWatch) -> (Vec<String>, StreamEnd) {
     }
 }
 
-/// Lets the records still on their way arrive (they count as late).
-async fn settle(watch: &mut ReplyWatch) -> StreamCounters {
-    assert!(
-        watch.next(Duration::from_millis(500)).await.is_err(),
-        "nothing follows a terminal"
-    );
-    watch.stream_counters().expect("a stream was read")
+/// Reads on after the terminal (nothing more is reported) until the records
+/// still on their way have been counted as `expected`.
+async fn settle(watch: &mut ReplyWatch, expected: StreamCounters) {
+    let give_up = tokio::time::Instant::now() + support::PATIENCE;
+    loop {
+        assert!(
+            watch.next(Duration::from_millis(50)).await.is_err(),
+            "nothing follows a terminal"
+        );
+        let counters = watch.stream_counters().expect("a stream was read");
+        if counters == expected {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < give_up,
+            "the counters stayed at {counters:?}, expected {expected:?}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -123,15 +134,15 @@ async fn duplicates_are_dropped_and_records_after_the_terminal_are_late() {
                 usage: None
             }
         );
-        let counters = settle(&mut watch).await;
-        assert_eq!(
-            counters,
+        settle(
+            &mut watch,
             StreamCounters {
                 applied: 3,
                 duplicates: 2,
-                late: 2
-            }
-        );
+                late: 2,
+            },
+        )
+        .await;
     })
     .await;
 }
@@ -159,15 +170,15 @@ async fn a_missing_chunk_ends_the_stream_with_a_gap() {
                 received: 2
             }
         );
-        let counters = settle(&mut watch).await;
-        assert_eq!(
-            counters,
+        settle(
+            &mut watch,
             StreamCounters {
                 applied: 1,
                 duplicates: 0,
-                late: 1
-            }
-        );
+                late: 1,
+            },
+        )
+        .await;
         // The gap is the reader's conclusion: the log holds the raw records only.
         let on_log = fabric
             .responses()
@@ -238,15 +249,15 @@ async fn a_stream_past_its_opening_deadline_is_abandoned() {
             vec![chunk(&to, 2, "c").as_last(Some("stop"), None)],
         )
         .await;
-        let counters = settle(&mut watch).await;
-        assert_eq!(
-            counters,
+        settle(
+            &mut watch,
             StreamCounters {
                 applied: 2,
                 duplicates: 0,
-                late: 1
-            }
-        );
+                late: 1,
+            },
+        )
+        .await;
     })
     .await;
 }
@@ -293,6 +304,79 @@ async fn a_batched_writer_holds_chunks_back_until_the_batch_fills_or_the_stream_
                 finish_reason: Some("stop".into()),
                 usage: None
             }
+        );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_started_over_on_a_new_channel_replaces_the_unfinished_one() {
+    on_every_fabric("stream-restart", |fabric| async move {
+        let requester = fabric.requester("reader");
+        let (mut watch, to) = open_watch(&requester).await;
+        // A writer that crashed after two chunks and, run again, streamed anew.
+        let again = agdx::wire::ChannelId::from_u128(8);
+        let source = agent_id("streamer");
+        let rerun = vec![
+            AgentEnvelope::chunk_open(
+                to.conversation,
+                source.clone(),
+                to.correlation,
+                again,
+                StreamPurpose::Chat,
+                b"A".to_vec(),
+            ),
+            AgentEnvelope::chunk_last(
+                to.conversation,
+                source,
+                to.correlation,
+                again,
+                NonZeroU64::MIN,
+                b"B".to_vec(),
+                Some("stop"),
+                None,
+            ),
+        ];
+        publish(
+            requester.producer(),
+            vec![chunk(&to, 0, "a"), chunk(&to, 1, "b")],
+        )
+        .await;
+        publish(requester.producer(), rerun).await;
+        let mut events = Vec::new();
+        loop {
+            let event = watch.next(ANSWER).await.expect("a reply event");
+            let done = matches!(event, ReplyEvent::StreamEnd(_));
+            events.push(event);
+            if done {
+                break;
+            }
+        }
+        assert_eq!(
+            events,
+            vec![
+                ReplyEvent::Chunk {
+                    sequence: 0,
+                    body: b"a".to_vec()
+                },
+                ReplyEvent::Chunk {
+                    sequence: 1,
+                    body: b"b".to_vec()
+                },
+                ReplyEvent::StreamRestarted { channel: again },
+                ReplyEvent::Chunk {
+                    sequence: 0,
+                    body: b"A".to_vec()
+                },
+                ReplyEvent::Chunk {
+                    sequence: 1,
+                    body: b"B".to_vec()
+                },
+                ReplyEvent::StreamEnd(StreamEnd::Finished {
+                    finish_reason: Some("stop".into()),
+                    usage: None
+                }),
+            ]
         );
     })
     .await;

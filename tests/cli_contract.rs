@@ -111,3 +111,32 @@ fn examples_show_the_first_session_to_copy() {
     assert!(text.contains("agdx worker --agent echo --echo"));
     assert!(text.contains("agdx ask --to echo --operation hello \"hi\""));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exec_worker_answers_bodies_larger_than_a_pipe_buffer() {
+    on_every_fabric("cli-large", |fabric| async move {
+        let mut worker = fabric.spawn_worker_process(&["--agent", "copier", "--exec", "cat"]);
+        // 200 KB: larger than a pipe's buffer, smaller than the claim-check threshold.
+        let body: String = (0..200_000)
+            .map(|i| char::from(b'a' + (i % 26) as u8))
+            .collect();
+        let (code, stdout, stderr) = fabric
+            .run_agdx_with_input(
+                &[
+                    "ask",
+                    "--to",
+                    "copier",
+                    "--operation",
+                    "copy",
+                    "--timeout",
+                    "20s",
+                ],
+                body.as_bytes(),
+            )
+            .await;
+        assert_eq!(code, 0, "{stderr}");
+        assert_eq!(stdout.trim_end(), body);
+        terminate(&mut worker).await;
+    })
+    .await;
+}

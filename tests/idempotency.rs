@@ -88,3 +88,44 @@ async fn a_worker_that_never_saw_a_key_rebuilds_it_from_the_log() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keyed_event_has_its_effect_once() {
+    on_every_fabric("idempotent-event", |fabric| async move {
+        let runs = Arc::new(AtomicU32::new(0));
+        let worker = ledger(&fabric, "state", runs.clone());
+        let stats = worker.stats();
+        let worker = Running::start(worker);
+        let producer = fabric.producer("shop");
+        for _ in 0..2 {
+            let event = agdx::wire::AgentEnvelope::event(
+                agdx::new_record_id(),
+                agdx::new_conversation_id(),
+                agent_id("shop"),
+                b"paid".to_vec(),
+            )
+            .with_operation("post")
+            .with_idempotency_key(IdempotencyKey::new("paid-1").expect("a valid key"));
+            let commands = fabric.topology.commands.clone();
+            producer
+                .publish_one(
+                    &commands,
+                    agdx::Outgoing::new(event, agdx::wire::ContentType::Raw),
+                )
+                .await
+                .expect("publish the event");
+        }
+        support::eventually("both events to be taken", || async {
+            (stats.committed_records.load(Ordering::SeqCst) == 2).then_some(())
+        })
+        .await;
+        assert_eq!(
+            runs.load(Ordering::SeqCst),
+            1,
+            "the second event with the key had no effect"
+        );
+        assert_eq!(stats.deduplicated.load(Ordering::SeqCst), 1);
+        worker.stop().await;
+    })
+    .await;
+}

@@ -13,6 +13,16 @@ use agdx::{AskError, Clock, CommandRequest, SystemClock};
 use support::eventually;
 use support::fabric::{ANSWER, Fabric, Running, agent_id, on_every_fabric};
 
+/// A new conversation whose records land in `partition` of the commands topic.
+fn conversation_in(fabric: &Fabric, partition: u32) -> agdx::wire::ConversationId {
+    loop {
+        let conversation = agdx::new_conversation_id();
+        if agdx::Producer::partition_of(&fabric.topology.commands, conversation) == partition {
+            return conversation;
+        }
+    }
+}
+
 /// Asks and expects an error reply.
 async fn ask_for_error(fabric: &Fabric, request: CommandRequest) -> ErrorBody {
     match fabric.requester("asker").ask(request, ANSWER).await {
@@ -228,13 +238,10 @@ async fn an_undecodable_record_is_dead_lettered_decode_failed_and_the_worker_goe
         );
         assert_verbatim(&fabric, &capsule).await;
         // The partition is not stuck behind the poison record.
-        let answer = fabric
-            .requester("asker")
-            .ask(
-                CommandRequest::new("hello", b"still here".to_vec()).to(agent_id("echo")),
-                ANSWER,
-            )
-            .await;
+        let request = CommandRequest::new("hello", b"still here".to_vec())
+            .to(agent_id("echo"))
+            .conversation(conversation_in(&fabric, 0));
+        let answer = fabric.requester("asker").ask(request, ANSWER).await;
         assert!(answer.is_ok(), "{answer:?}");
         worker.stop().await;
     })
@@ -272,6 +279,45 @@ async fn a_command_for_another_agent_is_skipped_and_committed() {
             "no reply for a command to someone else"
         );
         running.stop().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invalid_reply_from_a_handler_becomes_an_error_reply_and_the_partition_goes_on() {
+    on_every_fabric("invalid-reply", |fabric| async move {
+        // A response needs a body; an empty one cannot be published.
+        let empty = handler_fn(|_| async { Ok(agdx::worker::HandlerReply::raw(Vec::new())) });
+        let worker = Running::start(
+            fabric
+                .worker("blank")
+                .handle("say", empty)
+                .handle("echo", EchoHandler),
+        );
+        let conversation = conversation_in(&fabric, 1);
+        let error = ask_for_error(
+            &fabric,
+            CommandRequest::new("say", b"nothing".to_vec())
+                .to(agent_id("blank"))
+                .conversation(conversation),
+        )
+        .await;
+        assert_eq!(error.code, ErrorCode::Internal);
+        assert!(
+            error
+                .message
+                .as_deref()
+                .is_some_and(|m| m.contains("not a valid response")),
+            "{error:?}"
+        );
+        let capsule = dead_letter_for(&fabric, b"nothing").await;
+        assert_eq!(capsule.reason, DeadLetterReason::Rejected);
+        let next = CommandRequest::new("echo", b"next".to_vec())
+            .to(agent_id("blank"))
+            .conversation(conversation);
+        let answer = fabric.requester("asker").ask(next, ANSWER).await;
+        assert!(answer.is_ok(), "the partition is not stuck: {answer:?}");
+        worker.stop().await;
     })
     .await;
 }

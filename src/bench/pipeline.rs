@@ -2,7 +2,7 @@
 //! pool that commits each only after its reply is on the log.
 //!
 //! With a [`PlainIggyTarget`], the plain `iggy` client also publishes the
-//! same number of commands, on a connection of its own, into a scratch topic
+//! same number of commands, on a connection of its own, into a topic of its own
 //! of the bench stream: the same envelope bytes and typed headers (built
 //! beforehand, untimed, the way the producer builds them), in the same
 //! batches, each batch split by partition into one request per partition,
@@ -151,17 +151,17 @@ pub async fn run_pipeline_bench(
 
     let mut plain = match plain {
         Some(target) => {
-            let scratch = log
+            let plain_topic = log
                 .ensure_topic(&topology.commands.stream, PLAIN_TOPIC, options.partitions)
                 .await?;
             let batches = sizes
                 .iter()
-                .map(|&n| plain_batch(&producer, &scratch, (0..n).map(|_| request())))
+                .map(|&n| plain_batch(&producer, &plain_topic, (0..n).map(|_| request())))
                 .collect::<Result<Vec<_>, _>>()?;
             let client = PlainClient::connect(&target).await?;
             Some(PlainSide {
                 client,
-                topic: scratch,
+                topic: plain_topic,
                 batches,
                 elapsed: Duration::ZERO,
             })

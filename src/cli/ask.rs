@@ -45,6 +45,13 @@ pub async fn run(global: &Global, args: AskArgs) -> Result<(), Failure> {
                 return Ok(());
             }
             ReplyEvent::Error(error) => return Err(ask_failure(AskError::Remote(error))),
+            ReplyEvent::StreamRestarted { .. } => {
+                writeln!(stdout)?;
+                stdout.flush()?;
+                eprintln!(
+                    "agdx: the agent started its reply over (it was restarted); the full reply follows"
+                );
+            }
             ReplyEvent::Chunk { body, .. } => {
                 stdout.write_all(&body)?;
                 stdout.flush()?;

@@ -177,18 +177,34 @@ async fn send_jsonl(producer: &Producer, path: &PathBuf, batch: usize) -> Result
     };
     let mut pending = Vec::with_capacity(batch);
     let mut sent = 0usize;
+    // Say how far it got: commands before a bad line are already on the log.
+    let stopped = |sent: usize, failure: Failure| {
+        Failure::new(format!(
+            "{}; {sent} commands before it were sent (resume after them, or use idempotency keys so a rerun is harmless)",
+            failure.message
+        ))
+    };
     for (index, line) in reader.lines().enumerate() {
-        let line = line?;
+        let line = line.map_err(|e| stopped(sent, e.into()))?;
         if line.trim().is_empty() {
             continue;
         }
-        pending.push(parse_line(&line, index + 1)?);
+        pending.push(parse_line(&line, index + 1).map_err(|e| stopped(sent, e))?);
         if pending.len() >= batch.max(1) {
-            sent += producer.commands(std::mem::take(&mut pending)).await?.len();
+            let batch = std::mem::take(&mut pending);
+            sent += producer
+                .commands(batch)
+                .await
+                .map_err(|e| stopped(sent, e.into()))?
+                .len();
         }
     }
     if !pending.is_empty() {
-        sent += producer.commands(pending).await?.len();
+        sent += producer
+            .commands(pending)
+            .await
+            .map_err(|e| stopped(sent, e.into()))?
+            .len();
     }
     println!("sent {sent} commands");
     Ok(())

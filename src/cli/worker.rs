@@ -34,7 +34,7 @@ pub struct WorkerArgs {
     pub concurrency: usize,
 
     /// Run CMD with `sh -c` per command: body on stdin; AGDX_OPERATION, AGDX_CONVERSATION,
-    /// AGDX_CORRELATION, AGDX_RECORD, AGDX_SOURCE, AGDX_IDEMPOTENCY_KEY in the environment.
+    /// AGDX_CORRELATION, AGDX_RECORD, AGDX_SOURCE, AGDX_ATTEMPT, AGDX_IDEMPOTENCY_KEY in the environment.
     /// Exit 0 answers with stdout; exit 75 is retried; any other exit is an error reply with stderr.
     #[arg(long, value_name = "CMD")]
     pub exec: Option<String>,

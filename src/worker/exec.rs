@@ -16,7 +16,8 @@ pub const EXIT_RETRYABLE: i32 = 75;
 ///
 /// The body goes to the command's stdin; the environment carries
 /// `AGDX_OPERATION`, `AGDX_CONVERSATION`, `AGDX_CORRELATION`, `AGDX_RECORD`,
-/// `AGDX_SOURCE` and, when present, `AGDX_IDEMPOTENCY_KEY`. Exit 0 answers
+/// `AGDX_SOURCE`, `AGDX_ATTEMPT` (1 for the first try) and, when present,
+/// `AGDX_IDEMPOTENCY_KEY`. Exit 0 answers
 /// with stdout as the response body; exit 75 is a retryable failure; any
 /// other exit is a failure that is not retried, with stderr as the message.
 #[derive(Debug, Clone)]
@@ -64,15 +65,26 @@ impl Handler for ExecHandler {
         let mut child = command.spawn().map_err(|err| {
             HandlerError::retryable(format!("could not start `sh -c {}`: {err}", self.command))
         })?;
-        if let Some(mut stdin) = child.stdin.take() {
-            // A command that does not read its input closes the pipe early; that is its choice.
-            let _ = stdin.write_all(&request.body).await;
-        }
-        let output = child.wait_with_output().await.map_err(|err| {
+        // Feed stdin while stdout and stderr are read: a command that
+        // answers as it reads (like `cat`) would otherwise block on a full
+        // pipe once the body outgrows it.
+        let stdin = child.stdin.take();
+        let body = &request.body;
+        let feed = async move {
+            if let Some(mut stdin) = stdin {
+                // A command that does not read its input closes the pipe
+                // early; that is its choice.
+                let _ = stdin.write_all(body).await;
+            }
+        };
+        let (_, output) = tokio::join!(feed, child.wait_with_output());
+        let output = output.map_err(|err| {
             HandlerError::retryable(format!("waiting for `{}` failed: {err}", self.command))
         })?;
         let stderr = String::from_utf8_lossy(&output.stderr).trim().to_owned();
         match output.status.code() {
+            // An event expects no answer.
+            Some(0) if request.reply_to().is_none() => Ok(HandlerReply::Nothing),
             Some(0) if output.stdout.is_empty() => Err(HandlerError::fatal(format!(
                 "`{}` exited 0 but printed nothing; a response needs a body, so print the answer on stdout",
                 self.command

@@ -20,11 +20,13 @@ pub struct Request {
     pub position: LogPosition,
     /// When the log accepted it, epoch microseconds.
     pub timestamp_micros: u64,
-    /// The body's codec (`agdx.ct`); the resolved codec is unknown for a
-    /// claim-checked body, which shows as `ref`.
+    /// The body's codec (`agdx.ct`); `raw` for a claim-checked body, whose
+    /// own codec the BodyRef does not name.
     pub content_type: ContentType,
     /// The body, fetched and verified when it was claim-checked.
     pub body: Vec<u8>,
+    /// Whether the body came through the blob store.
+    pub claim_checked: bool,
     /// Which attempt this is, from 1.
     pub attempt: u32,
     pub(crate) producer: Producer,
@@ -71,12 +73,9 @@ impl Request {
         }
     }
 
-    /// Whether this handler call already published stream chunks.
+    /// The stream chunks this handler call published so far.
     pub(crate) fn streamed(&self) -> Vec<Outgoing> {
-        self.recorder
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+        crate::producer::lock(&self.recorder).clone()
     }
 }
 

@@ -249,6 +249,11 @@ impl Worker {
                     cancel.cancel();
                 }
             }
+            for (partition, (_, task)) in running.iter_mut().filter(|(_, (_, t))| t.is_finished()) {
+                if let Some(Err(error)) = futures_util::FutureExt::now_or_never(task) {
+                    tracing::error!(partition, %error, "a partition task failed; starting it again");
+                }
+            }
             running.retain(|_, (_, task)| !task.is_finished());
             for partition in assigned {
                 if running.contains_key(&partition) {
@@ -280,11 +285,6 @@ struct PartitionContext {
     stats: Arc<WorkerStats>,
 }
 
-/// Backoff after a failure of the log or the store inside a partition task.
-fn pause(failures: u32) -> Duration {
-    Duration::from_millis(50u64 << failures.min(6))
-}
-
 /// Reads one partition in order until cancelled.
 async fn partition_loop(ctx: Arc<PartitionContext>, partition: u32, cancel: CancellationToken) {
     let mut from = None;
@@ -296,7 +296,7 @@ async fn partition_loop(ctx: Arc<PartitionContext>, partition: u32, cancel: Canc
             Err(error) => {
                 failures += 1;
                 tracing::warn!(%error, partition, "retrying after a failure; nothing was committed");
-                if sleep_or_cancel(pause(failures), &cancel).await {
+                if sleep_or_cancel(crate::retry::backoff(failures), &cancel).await {
                     break;
                 }
             }
@@ -428,7 +428,7 @@ async fn sleep_or_cancel(duration: Duration, cancel: &CancellationToken) -> bool
 #[derive(Debug, thiserror::Error)]
 enum BatchError {
     #[error(transparent)]
-    Store(#[from] StoreError),
+    Process(#[from] process::ProcessError),
     #[error(transparent)]
     Produce(#[from] ProduceError),
     #[error(transparent)]
@@ -465,7 +465,15 @@ async fn handle_batch(
             disposition,
             replies,
             dead_letter,
-        } = ctx.processor.process(record).await?;
+        } = match ctx.processor.process(record).await {
+            Ok(outcome) => outcome,
+            Err(error) => {
+                // Commit what was handled before this record, so it does not
+                // run again when this one is retried.
+                flush(ctx, partition, unflushed, from).await?;
+                return Err(error.into());
+            }
+        };
         ctx.stats.count(disposition);
         unflushed.replies.extend(replies);
         unflushed.dead_letters.extend(dead_letter);

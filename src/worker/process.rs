@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use agdx_wire::{AgentEnvelope, AgentId, DeadLetter, DeadLetterReason, ErrorBody, ErrorCode, Kind};
 use tracing::Instrument;
 
-use crate::claim_check::ClaimCheck;
+use crate::claim_check::{ClaimCheck, ClaimCheckError, resolve_body};
 use crate::clock::SharedClock;
 use crate::dlq::dead_letter;
 use crate::idempotency::{KeyScope, ProcessedKeys, StoreError};
@@ -53,6 +53,16 @@ impl Outcome {
     }
 }
 
+/// Why a record could not be handled now; it is left uncommitted and read
+/// again.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ProcessError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("fetching the claim-checked body failed: {0}")]
+    Blob(ClaimCheckError),
+}
+
 /// The registered handlers of one agent.
 #[derive(Default, Clone)]
 pub(crate) struct Handlers {
@@ -93,9 +103,10 @@ pub(crate) struct Processor {
 }
 
 impl Processor {
-    /// Runs the steps for `record`. Only a failing processed-key store is an
-    /// error (the record is then seen again).
-    pub async fn process(&self, record: &LogRecord) -> Result<Outcome, StoreError> {
+    /// Runs the steps for `record`. Only a failure that may pass (the
+    /// processed-key store, fetching a blob) is an error; the record is then
+    /// read again.
+    pub async fn process(&self, record: &LogRecord) -> Result<Outcome, ProcessError> {
         // 1. decode and validate
         let envelope = match envelope_of(record) {
             Ok(envelope) => envelope,
@@ -126,11 +137,17 @@ impl Processor {
         &self,
         record: &LogRecord,
         envelope: AgentEnvelope,
-    ) -> Result<Outcome, StoreError> {
+    ) -> Result<Outcome, ProcessError> {
         let reply_to = match envelope.kind {
             Kind::Command => ReplyTo::for_command(&envelope, Some(record.position)),
             _ => None,
         };
+        // 3. addressed to someone else. Checked before step 2 so that a pool
+        // never answers, and never dead-letters, what another agent must
+        // judge; the order of the two has no other effect.
+        if envelope.target.as_ref().is_some_and(|t| t != &self.agent) {
+            return Ok(Outcome::skipped());
+        }
         // 2. features the receiver must understand
         if envelope.requires_unknown_features(self.understood_features) {
             let message = format!(
@@ -145,10 +162,6 @@ impl Processor {
                 message,
                 reply_to.map(|to| ErrorReply::new(to, error)),
             ));
-        }
-        // 3. addressed to someone else
-        if envelope.target.as_ref().is_some_and(|t| t != &self.agent) {
-            return Ok(Outcome::skipped());
         }
         // 4. the signature gate runs only when a verifier is configured; none is.
         // 5. deadline
@@ -172,23 +185,29 @@ impl Processor {
             return Ok(Outcome::skipped());
         }
         // 6. idempotency key already processed
-        let scope = match (&envelope.idempotency_key, &self.store) {
-            (Some(key), Some(_)) if envelope.kind == Kind::Command => Some(KeyScope {
-                agent: self.agent.clone(),
-                source: envelope.source.clone(),
-                key: key.clone(),
-            }),
-            _ => None,
-        };
-        if let (Some(scope), Some(store), Some(to)) = (&scope, &self.store, &reply_to) {
-            if let Some(replies) = store.get(scope).await? {
-                tracing::debug!(key = %scope.key, "idempotency key already processed; publishing the stored reply again");
-                return Ok(Outcome {
-                    disposition: Disposition::Deduplicated,
-                    replies: readdress(replies, to),
-                    dead_letter: None,
-                });
+        let scope = envelope.idempotency_key.as_ref().map(|key| KeyScope {
+            agent: self.agent.clone(),
+            source: envelope.source.clone(),
+            key: key.clone(),
+        });
+        match (&scope, &self.store) {
+            (Some(scope), Some(store)) => {
+                if let Some(replies) = store.get(scope).await? {
+                    tracing::debug!(key = %scope.key, "idempotency key already processed; publishing the stored reply again");
+                    return Ok(Outcome {
+                        disposition: Disposition::Deduplicated,
+                        replies: reply_to
+                            .as_ref()
+                            .map(|to| readdress(replies, to))
+                            .unwrap_or_default(),
+                        dead_letter: None,
+                    });
+                }
             }
+            (Some(scope), None) => {
+                tracing::warn!(key = %scope.key, "a keyed message arrived but this worker keeps no processed keys (no state directory); its effect may repeat");
+            }
+            (None, _) => {}
         }
         // 7. dispatch by operation
         let Some(handler) = self.handlers.get(envelope.operation.as_deref()) else {
@@ -215,10 +234,10 @@ impl Processor {
             });
         };
         let content_type = content_type_of(record);
-        let body = match (content_type, &self.claim_check) {
-            (agdx_wire::ContentType::Ref, Some(check)) => match check.resolve(&envelope.body).await
-            {
-                Ok(body) => body,
+        let (body, claim_checked) =
+            match resolve_body(self.claim_check.as_ref(), content_type, &envelope.body).await {
+                Ok(resolved) => resolved,
+                Err(error) if error.is_retryable() => return Err(ProcessError::Blob(error)),
                 Err(error) => {
                     let message = format!("the claim-checked body was not accepted: {error}");
                     let reply =
@@ -231,8 +250,12 @@ impl Processor {
                         reply_to.map(|to| ErrorReply::new(to, reply)),
                     ));
                 }
-            },
-            _ => envelope.body.clone(),
+            };
+        // A resolved body's own codec is not known (the BodyRef does not say).
+        let content_type = if claim_checked {
+            agdx_wire::ContentType::Raw
+        } else {
+            content_type
         };
         // 8. run the handler, retrying retryable failures
         let recorder = Arc::new(Mutex::new(Vec::new()));
@@ -242,6 +265,7 @@ impl Processor {
             timestamp_micros: record.timestamp_micros,
             content_type,
             body,
+            claim_checked,
             attempt: 1,
             producer: self.producer.clone(),
             reply_to: reply_to.clone(),
@@ -295,11 +319,40 @@ impl Processor {
             Ok(reply) => {
                 // 9. the reply (published by the pool, which then commits: step 10)
                 let mut replies = Vec::new();
-                if let (HandlerReply::Body { body, content_type }, Some(to)) = (reply, &reply_to) {
-                    replies.push(self.producer.response_envelope(to, body, content_type));
+                match (reply, &reply_to) {
+                    (HandlerReply::Body { body, content_type }, Some(to)) => {
+                        let response = self.producer.response_envelope(to, body, content_type);
+                        // An invalid reply would be refused at publish time, again
+                        // and again; answer with an error instead.
+                        if let Err(invalid) = response.envelope.validate() {
+                            let message =
+                                format!("the handler's reply is not a valid response: {invalid}");
+                            let error =
+                                ErrorBody::new(ErrorCode::Internal).with_message(message.clone());
+                            return Ok(self.dead(
+                                record,
+                                DeadLetterReason::Rejected,
+                                request.attempt,
+                                message,
+                                Some(ErrorReply::new(to.clone(), error)),
+                            ));
+                        }
+                        replies.push(response);
+                    }
+                    (HandlerReply::Streamed | HandlerReply::Nothing, Some(_))
+                        if streamed.is_empty() =>
+                    {
+                        tracing::warn!(
+                            "the handler published no reply to a command; its sender waits until its timeout"
+                        );
+                    }
+                    _ => {}
                 }
                 // The effect happened: record the key before anything else, so
-                // a crash from here on re-publishes instead of re-running.
+                // a crash from here on re-publishes instead of re-running. A
+                // reply stream is stored here but cannot be rebuilt from the
+                // log by another process (chunks carry no key); only
+                // `response` replies can.
                 if let (Some(scope), Some(store)) = (scope, &self.store) {
                     let stored = streamed
                         .into_iter()

@@ -1,5 +1,5 @@
 //! The agent fabric over every backend: a fresh topology per test, and
-//! helpers to run workers and read what landed on the log.
+//! functions to run workers and read what landed on the log.
 
 use std::any::Any;
 use std::future::Future;
@@ -27,7 +27,7 @@ pub struct Fabric {
     pub spec: String,
     pub stream: String,
     pub topology: Topology,
-    /// A scratch directory for state, blobs and files of this test.
+    /// A temporary directory for state, blobs and files of this test.
     pub dir: tempfile::TempDir,
     _keep: Box<dyn Any + Send + Sync>,
 }
@@ -223,7 +223,24 @@ impl Fabric {
 
     /// Runs `agdx ARGS` to completion: (exit code, stdout, stderr).
     pub async fn run_agdx(&self, args: &[&str]) -> (i32, String, String) {
-        let output = self.agdx().args(args).output().await.expect("run agdx");
+        self.run_agdx_with_input(args, &[]).await
+    }
+
+    /// Runs `agdx ARGS` with `input` on its stdin: (exit code, stdout, stderr).
+    pub async fn run_agdx_with_input(&self, args: &[&str], input: &[u8]) -> (i32, String, String) {
+        use tokio::io::AsyncWriteExt;
+        let mut child = self
+            .agdx()
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("run agdx");
+        let mut stdin = child.stdin.take().expect("agdx's stdin");
+        stdin.write_all(input).await.expect("write agdx's stdin");
+        drop(stdin);
+        let output = child.wait_with_output().await.expect("wait for agdx");
         (
             output.status.code().unwrap_or(-1),
             String::from_utf8_lossy(&output.stdout).into_owned(),

@@ -1,4 +1,4 @@
-//! Shared test helpers: where the peer corpus and our fixtures live.
+//! Shared test code: where the peer corpus and our fixtures live.
 
 #![allow(dead_code)]
 
