@@ -67,8 +67,11 @@ pub enum AskError {
     Timeout {
         /// The agent asked, when the command named one.
         target: Option<AgentId>,
+        /// The operation asked for (empty when the command named none).
         operation: String,
+        /// The correlation the replies were awaited under.
         correlation: CorrelationId,
+        /// How long the ask waited after sending, to the millisecond.
         waited: Duration,
     },
 }
@@ -124,8 +127,12 @@ fn describe_end(end: &StreamEnd) -> String {
 /// One reply record as read from the log.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reply {
+    /// The decoded envelope; a claim-checked one still carries the BodyRef
+    /// as its body (the resolved bytes are in [`Reply::body`]).
     pub envelope: AgentEnvelope,
+    /// Where the reply sits in `agent.responses`.
     pub position: LogPosition,
+    /// When the log accepted the reply, epoch microseconds (server clock).
     pub timestamp_micros: u64,
     /// The body's codec (`agdx.ct`); `raw` for a claim-checked body, whose
     /// own codec the BodyRef does not name.
@@ -143,8 +150,11 @@ pub enum Answer {
     Response(Box<Reply>),
     /// A chunk stream that finished: the chunks' bytes in order.
     Streamed {
+        /// The chunks' bytes, concatenated in sequence order.
         body: Vec<u8>,
+        /// Why the writer ended the stream (`stop`, `length`, ...), when it said.
         finish_reason: Option<String>,
+        /// Chunks applied, and duplicate or late records dropped.
         counters: StreamCounters,
     },
 }
@@ -159,10 +169,18 @@ pub enum ReplyEvent {
     /// The terminal `error` (not part of a stream).
     Error(ErrorBody),
     /// The next chunk of the reply stream.
-    Chunk { sequence: u64, body: Vec<u8> },
+    Chunk {
+        /// Its position in the stream, from 0.
+        sequence: u64,
+        /// Its bytes (never empty: empty chunks are not reported).
+        body: Vec<u8>,
+    },
     /// The writer started the stream over on a new channel (it was
     /// restarted mid-stream): discard the chunks received so far.
-    StreamRestarted { channel: ChannelId },
+    StreamRestarted {
+        /// The new stream's channel; its chunks follow from sequence 0.
+        channel: ChannelId,
+    },
     /// The reply stream ended.
     StreamEnd(StreamEnd),
 }

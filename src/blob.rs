@@ -22,11 +22,18 @@ pub enum BlobError {
     #[error(
         "blob {reference} is not in the blob store at {dir}: was the body written to another machine's store?"
     )]
-    NotFound { reference: String, dir: PathBuf },
+    NotFound {
+        /// The reference asked for.
+        reference: String,
+        /// The store's directory.
+        dir: PathBuf,
+    },
     /// Reading or writing the store failed.
     #[error("blob store at {dir}: {source}")]
     Io {
+        /// The store's directory.
         dir: PathBuf,
+        /// What the file system reported.
         #[source]
         source: std::io::Error,
     },

@@ -37,8 +37,11 @@ pub enum ClaimCheckError {
         "claim-checked body {reference} has {actual} bytes but its BodyRef says {expected}; the blob was changed or truncated after it was sent"
     )]
     SizeMismatch {
+        /// The blob reference the BodyRef carries.
         reference: String,
+        /// The size the BodyRef pins, in bytes.
         expected: u64,
+        /// The size fetched, in bytes.
         actual: u64,
     },
     /// The fetched bytes have another SHA-256 than the BodyRef pins.
@@ -46,8 +49,11 @@ pub enum ClaimCheckError {
         "claim-checked body {reference} has SHA-256 {actual} but its BodyRef says {expected}; the blob was tampered with or replaced"
     )]
     DigestMismatch {
+        /// The blob reference the BodyRef carries.
         reference: String,
+        /// The digest the BodyRef pins, lower-case hex.
         expected: String,
+        /// The digest of the fetched bytes, lower-case hex.
         actual: String,
     },
     /// The body is a claim check but this reader has no blob store.
@@ -59,7 +65,12 @@ pub enum ClaimCheckError {
     #[error(
         "claim-checked body {reference} is encrypted (scheme {scheme}); this reader only handles plaintext blobs"
     )]
-    Encrypted { reference: String, scheme: u8 },
+    Encrypted {
+        /// The blob reference the BodyRef carries.
+        reference: String,
+        /// The encryption scheme the BodyRef names.
+        scheme: u8,
+    },
 }
 
 impl ClaimCheckError {

@@ -33,14 +33,18 @@ pub enum StoreError {
     /// The database could not be opened, read or written.
     #[error("processed-key store {path}: {source}")]
     Sqlite {
+        /// The database file.
         path: PathBuf,
+        /// What SQLite reported.
         #[source]
         source: rusqlite::Error,
     },
     /// The state directory could not be created.
     #[error("cannot create the state directory {path}: {source}")]
     Io {
+        /// The directory that could not be created.
         path: PathBuf,
+        /// What the file system reported.
         #[source]
         source: std::io::Error,
     },
@@ -48,7 +52,12 @@ pub enum StoreError {
     #[error(
         "processed-key store {path}: a stored reply is damaged ({detail}); stop the worker and delete the file: it is rebuilt from the replies on the log"
     )]
-    Damaged { path: PathBuf, detail: String },
+    Damaged {
+        /// The database file.
+        path: PathBuf,
+        /// Why the stored reply does not decode.
+        detail: String,
+    },
     /// Reading the log while rebuilding failed.
     #[error("rebuilding the processed-key store from the log failed: {0}")]
     Log(#[from] LogError),
@@ -73,8 +82,11 @@ impl StoreError {
 /// Who a key belongs to: the handling agent, the requesting source and the key.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct KeyScope {
+    /// The agent whose worker handled the command.
     pub agent: AgentId,
+    /// The agent that sent the command.
     pub source: AgentId,
+    /// The command's idempotency key.
     pub key: IdempotencyKey,
 }
 

@@ -76,10 +76,14 @@ impl ProduceError {
 pub struct Sent {
     /// The record id (chunks carry none).
     pub record: Option<RecordId>,
+    /// The conversation it belongs to; it picked the partition.
     pub conversation: ConversationId,
+    /// The id pairing a request with its replies, when the record has one
+    /// (a command always does).
     pub correlation: Option<CorrelationId>,
     /// Topic name.
     pub topic: String,
+    /// The partition of `topic` it was appended to.
     pub partition: u32,
 }
 
@@ -95,17 +99,27 @@ pub struct Sent {
 /// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct CommandRequest {
+    /// The agent that should handle it; any worker that reads it does when
+    /// absent.
     pub target: Option<AgentId>,
+    /// What is asked for: a short name, arguments go in the body.
     pub operation: Option<String>,
+    /// The payload; claim-checked when the producer has a [`ClaimCheck`]
+    /// and the body is over its threshold.
     pub body: Vec<u8>,
+    /// The body's codec (`raw` unless set).
     pub content_type: ContentType,
     /// Continue this conversation; a new one is started when absent.
     pub conversation: Option<ConversationId>,
     /// Pair replies with this id; a fresh one is minted when absent.
     pub correlation: Option<CorrelationId>,
+    /// Makes the effect happen once: a worker that already processed this
+    /// key for this source answers with the stored replies instead of
+    /// running the handler again.
     pub idempotency_key: Option<IdempotencyKey>,
     /// Absolute deadline, epoch microseconds.
     pub deadline_micros: Option<u64>,
+    /// Small routing and policy facts carried with the command.
     pub metadata: Option<Metadata>,
     /// Features the receiver must implement (bitset); 0 for none.
     pub must_understand: u64,
@@ -173,7 +187,9 @@ impl CommandRequest {
 /// Where a reply goes and what it answers: built from a command.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReplyTo {
+    /// The command's conversation, which the reply continues.
     pub conversation: ConversationId,
+    /// The command's correlation, which the reply repeats.
     pub correlation: CorrelationId,
     /// The command's record id.
     pub cause: Option<RecordId>,
@@ -211,7 +227,10 @@ impl ReplyTo {
 /// An envelope ready to publish and the content type of its body.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outgoing {
+    /// The envelope, body included.
     pub envelope: AgentEnvelope,
+    /// The body's codec, sent as the `agdx.ct` header; `ref` when the body
+    /// already is a BodyRef.
     pub content_type: ContentType,
 }
 

@@ -41,15 +41,25 @@ use agdx_wire::{AgentEnvelope, ChannelId, ErrorBody, ErrorCode, Kind, TokenUsage
 pub enum StreamEnd {
     /// The writer finished it with a `last` chunk.
     Finished {
+        /// Why the writer ended it (`stop`, `length`, ...), when it said.
         finish_reason: Option<String>,
+        /// The tokens the writer reported spending, when it did.
         usage: Option<TokenUsage>,
     },
     /// The writer ended it with an `error` carrying the channel.
     Failed(ErrorBody),
     /// A chunk is missing: `received` came where `expected` should have.
-    Gap { expected: u64, received: u64 },
+    Gap {
+        /// The sequence that was due next.
+        expected: u64,
+        /// The sequence that came instead.
+        received: u64,
+    },
     /// The opening chunk's deadline passed before the terminal arrived.
-    Abandoned { deadline_micros: u64 },
+    Abandoned {
+        /// The deadline that passed, epoch microseconds.
+        deadline_micros: u64,
+    },
 }
 
 /// What happened to a stream's records.
@@ -67,7 +77,12 @@ pub struct StreamCounters {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StreamEvent {
     /// The next chunk's bytes (empty chunks are applied but not reported).
-    Chunk { sequence: u64, body: Vec<u8> },
+    Chunk {
+        /// Its position in the stream, from 0.
+        sequence: u64,
+        /// Its bytes, never empty.
+        body: Vec<u8>,
+    },
     /// The stream ended; nothing follows.
     End(StreamEnd),
 }

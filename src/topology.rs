@@ -43,8 +43,12 @@ impl Default for TopicNames {
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TopologyConfig {
+    /// The stream holding the five topics ([`DEFAULT_STREAM`] by default).
     pub stream: String,
+    /// The five topic names.
     pub topics: TopicNames,
+    /// Partitions of each topic when it is created ([`DEFAULT_PARTITIONS`]
+    /// unless set); a topic that already exists keeps its own count.
     pub partitions: u32,
 }
 
@@ -106,13 +110,19 @@ impl TopologyConfig {
     }
 }
 
-/// The resolved agent topics.
+/// The resolved agent topics: names, ids and partition counts as the log
+/// has them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Topology {
+    /// Commands (and the events that go with them).
     pub commands: TopicInfo,
+    /// Responses, chunk streams, errors, task status.
     pub responses: TopicInfo,
+    /// Agent cards and quarantine control facts.
     pub registry: TopicInfo,
+    /// Dead-letter capsules.
     pub dlq: TopicInfo,
+    /// Fold snapshots.
     pub snapshots: TopicInfo,
 }
 

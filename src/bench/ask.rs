@@ -47,8 +47,12 @@ impl Default for AskBenchOptions {
 /// Round-trip figures.
 #[derive(Debug, Clone)]
 pub struct AskBenchReport {
+    /// The log, as [`crate::log::Log::describe`] puts it.
     pub log: String,
+    /// The options it ran with.
     pub options: AskBenchOptions,
+    /// Wall-clock time from the first measured ask to the last answer (a
+    /// warm-up ask before it is not counted).
     pub elapsed: Duration,
     /// Round-trip latencies, sorted.
     latencies: Vec<Duration>,

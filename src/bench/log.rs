@@ -68,12 +68,17 @@ impl Default for LogBenchOptions {
 /// Records and payload bytes moved in some time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Throughput {
+    /// Records moved.
     pub records: u64,
+    /// Payload bytes moved (headers not counted).
     pub bytes: u64,
+    /// Time spent in the timed requests, summed; the other client's turns
+    /// are not in it.
     pub elapsed: Duration,
 }
 
 impl Throughput {
+    /// Records per second of `elapsed`.
     pub fn records_per_sec(&self) -> f64 {
         self.records as f64 / self.elapsed.as_secs_f64().max(f64::MIN_POSITIVE)
     }
@@ -93,7 +98,9 @@ impl Throughput {
 /// The figures of one client: appending, then reading back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct BenchFigures {
+    /// Appending every batch.
     pub append: Throughput,
+    /// Reading every partition back.
     pub poll: Throughput,
 }
 
@@ -102,6 +109,7 @@ pub struct BenchFigures {
 pub struct LogBenchReport {
     /// The log, as [`crate::log::Log::describe`] puts it.
     pub log: String,
+    /// The options it ran with.
     pub options: LogBenchOptions,
     /// Through the log port.
     pub ours: BenchFigures,

@@ -18,12 +18,16 @@ pub enum BenchError {
     /// The options make no sense.
     #[error("{0}")]
     Options(String),
+    /// The log failed: creating the bench topics, appending or reading.
     #[error(transparent)]
     Log(#[from] LogError),
+    /// Publishing the bench commands failed.
     #[error(transparent)]
     Produce(#[from] ProduceError),
+    /// An ask got no answer.
     #[error(transparent)]
     Ask(#[from] AskError),
+    /// The in-process echo worker stopped with an error.
     #[error(transparent)]
     Worker(#[from] WorkerError),
 }

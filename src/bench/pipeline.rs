@@ -55,7 +55,9 @@ impl Default for PipelineBenchOptions {
 /// Publish and drain figures.
 #[derive(Debug, Clone)]
 pub struct PipelineBenchReport {
+    /// The log, as [`crate::log::Log::describe`] puts it.
     pub log: String,
+    /// The options it ran with.
     pub options: PipelineBenchOptions,
     /// Time to publish every command.
     pub publish: Duration,

@@ -84,7 +84,11 @@ impl Request {
 pub enum HandlerReply {
     /// Reply with a `response` carrying this body (must be non-empty).
     Body {
+        /// The response body; claim-checked when the worker's producer has
+        /// a [`ClaimCheck`](crate::ClaimCheck) and the body is over its
+        /// threshold.
         body: Vec<u8>,
+        /// The body's codec.
         content_type: ContentType,
     },
     /// The handler answered with a chunk stream it finished itself.
@@ -118,8 +122,12 @@ impl HandlerReply {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
 pub struct HandlerError {
+    /// The error code the requester sees.
     pub code: ErrorCode,
+    /// What went wrong, for people; sent in the error reply.
     pub message: String,
+    /// Whether trying again may pass: the worker retries with backoff, and
+    /// the error reply tells the requester so.
     pub retryable: bool,
 }
 
