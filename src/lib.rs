@@ -18,6 +18,8 @@
 //! Time enters through a [`Clock`], so deadline logic is testable without
 //! sleeping ([`ManualClock`]).
 
+#![warn(missing_docs)]
+
 mod ask;
 pub mod bench;
 mod blob;
