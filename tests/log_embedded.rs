@@ -438,3 +438,45 @@ async fn a_dropped_member_keeps_its_partitions_until_its_lease_expires() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leaving_hands_the_partitions_over_by_the_next_call() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let log = EmbeddedLog::open(dir.path()).expect("open");
+    let topic = log.ensure_topic("s", "t", 4).await.expect("ensure_topic");
+    let stays = log.join_group(&topic, "g").await.expect("join");
+    let leaves = log.join_group(&topic, "g").await.expect("join");
+    support::wait_for_split(stays.as_ref(), leaves.as_ref(), 4).await;
+    leaves.leave().await.expect("leave");
+    // The next renewal reads the rows `leave` deleted: no lease has to
+    // run out first, and no timing is involved.
+    assert_eq!(stays.assigned().await.expect("assigned"), [0, 1, 2, 3]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stored_topic_without_partitions_is_refused() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let log = EmbeddedLog::open(dir.path()).expect("open");
+    let topic = log.ensure_topic("s", "t", 2).await.expect("ensure_topic");
+    database(dir.path())
+        .execute("UPDATE topics SET partitions = 0", [])
+        .expect("empty the topic's partitions");
+    let reopened = EmbeddedLog::open(dir.path()).expect("open again");
+    for log in [&log, &reopened] {
+        let found = log.topic("s", "t").await;
+        assert!(
+            matches!(&found, Err(LogError::NoPartitions { stream, topic }) if stream == "s" && topic == "t"),
+            "{found:?}"
+        );
+        let ensured = log.ensure_topic("s", "t", 2).await;
+        assert!(
+            matches!(ensured, Err(LogError::NoPartitions { .. })),
+            "{ensured:?}"
+        );
+    }
+    let err = reopened.append(&topic, 0, vec![record("x")]).await;
+    assert!(matches!(err, Err(LogError::NoPartitions { .. })), "{err:?}");
+    let err = err.unwrap_err();
+    assert!(!err.is_retryable());
+    assert!(err.to_string().contains("agdx init"), "{err}");
+}

@@ -17,8 +17,9 @@ use std::time::Duration;
 use agdx::log::{GroupMember, LogError, OutgoingRecord, SharedLog, TopicInfo, partition_for_key};
 use agdx::wire::HeaderValue;
 use iggy::prelude::{
-    Client, Consumer, ConsumerGroupClient, HeaderKey, IggyClient, IggyMessage, MessageClient,
-    Partitioning, PollingStrategy, StreamClient, TopicClient,
+    Client, CompressionAlgorithm, Consumer, ConsumerGroupClient, HeaderKey, IggyClient, IggyExpiry,
+    IggyMessage, MaxTopicSize, MessageClient, PartitionClient, Partitioning, PollingStrategy,
+    StreamClient, TopicClient,
 };
 use iggy_support::{IggyTestLog, iggy_log, unique_name};
 use tracing_subscriber::layer::SubscriberExt;
@@ -233,6 +234,111 @@ async fn ensure_topic_refuses_another_partition_count() {
         other.ensure_topic(&topic.stream, "raced", 2)
     );
     assert_eq!(a.unwrap(), b.unwrap());
+}
+
+#[tokio::test]
+async fn a_message_with_a_malformed_header_block_is_reported_then_stepped_over() {
+    let Some(server) = server().await else { return };
+    let topic = topic(&server.log, 1).await;
+    let client = plain_client(&server).await;
+    // Another program's message whose user header block ends in the middle
+    // of a field: a name of kind string claiming 200 bytes, with one there.
+    let block: &[u8] = &[2, 200, 0, 0, 0, b'k'];
+    let message = |payload: &'static [u8], headers: Option<&'static [u8]>| {
+        let mut message = IggyMessage::builder()
+            .payload(payload.into())
+            .build()
+            .unwrap();
+        if let Some(block) = headers {
+            message.header.user_headers_length = block.len() as u32;
+            message.user_headers = Some(block.into());
+        }
+        message
+    };
+    let mut messages = vec![
+        message(b"r0", None),
+        message(b"bad", Some(block)),
+        message(b"r2", None),
+    ];
+    client
+        .send_messages(
+            &topic.stream_id.try_into().unwrap(),
+            &topic.topic_id.try_into().unwrap(),
+            &Partitioning::partition_id(0),
+            &mut messages,
+        )
+        .await
+        .expect("the server takes the raw header block as it is");
+
+    let poll = |from: u64| server.log.poll(&topic, 0, from, 10, Duration::ZERO);
+    let before = poll(0).await.expect("the records before the bad one");
+    assert_eq!(before.len(), 1);
+    assert_eq!(before[0].payload, &b"r0"[..]);
+    match poll(1).await {
+        Err(error @ LogError::Corrupt { position, .. }) => {
+            assert_eq!(position, topic.position(0, 1));
+            assert!(!error.is_retryable());
+            assert!(error.to_string().contains("committing offset 1"), "{error}");
+        }
+        other => panic!("the malformed message: {other:?}"),
+    }
+    let after = poll(2).await.expect("the records after the bad one");
+    assert_eq!(after.len(), 1);
+    assert_eq!(after[0].payload, &b"r2"[..]);
+    client.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_topic_without_partitions_is_refused() {
+    let Some(server) = server().await else { return };
+    let stream = unique_name("stream");
+    let client = plain_client(&server).await;
+    client.create_stream(&stream).await.unwrap();
+    let stream_id = stream.as_str().try_into().unwrap();
+    // Created empty where the server allows that, else emptied afterwards.
+    let created = client
+        .create_topic(
+            &stream_id,
+            "empty",
+            0,
+            CompressionAlgorithm::None,
+            None,
+            IggyExpiry::ServerDefault,
+            MaxTopicSize::ServerDefault,
+        )
+        .await;
+    if created.is_err() {
+        client
+            .create_topic(
+                &stream_id,
+                "empty",
+                1,
+                CompressionAlgorithm::None,
+                None,
+                IggyExpiry::ServerDefault,
+                MaxTopicSize::ServerDefault,
+            )
+            .await
+            .unwrap();
+        client
+            .delete_partitions(&stream_id, &"empty".try_into().unwrap(), 1)
+            .await
+            .unwrap();
+    }
+    let found = server.log.topic(&stream, "empty").await;
+    assert!(
+        matches!(&found, Err(LogError::NoPartitions { topic, .. }) if topic == "empty"),
+        "{found:?}"
+    );
+    let err = server
+        .log
+        .ensure_topic(&stream, "empty", 2)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, LogError::NoPartitions { .. }), "{err}");
+    assert!(!err.is_retryable());
+    assert!(err.to_string().contains("iggy partition create"), "{err}");
+    client.shutdown().await.unwrap();
 }
 
 #[tokio::test]

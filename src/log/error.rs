@@ -1,4 +1,4 @@
-//! Errors of the log port.
+//! Errors of the log port. Each message says what to do about it.
 
 use agdx_wire::LogPosition;
 
@@ -7,18 +7,43 @@ use agdx_wire::LogPosition;
 pub enum LogError {
     /// The log could not be reached or the connection broke.
     #[error("cannot reach the log at {target}: {reason}")]
-    Unavailable { target: String, reason: String },
+    Unavailable {
+        /// The log, as [`super::Log::describe`] names it.
+        target: String,
+        /// What failed, and how to get a log running there.
+        reason: String,
+    },
     /// The topic does not exist; run `agdx init` (or ensure it) first.
     #[error("topic '{stream}/{topic}' does not exist; run `agdx init` to create the topology")]
-    NoSuchTopic { stream: String, topic: String },
+    NoSuchTopic {
+        /// The stream's name.
+        stream: String,
+        /// The topic's name.
+        topic: String,
+    },
+    /// The topic exists but has no partitions (another Iggy client can
+    /// create or leave one like that), so nothing can be appended or read.
+    #[error(
+        "topic '{stream}/{topic}' has no partitions, so nothing can be appended to it or read from it; add as many partitions as the stream's other topics have (on Iggy: `iggy partition create {stream} {topic} COUNT`), or delete the topic and run `agdx init` to create it again"
+    )]
+    NoPartitions {
+        /// The stream's name.
+        stream: String,
+        /// The topic's name.
+        topic: String,
+    },
     /// The partition id is outside the topic's partitions.
     #[error(
-        "partition {partition} does not exist in '{stream}/{topic}', which has {partitions} partitions (0..{partitions})"
+        "partition {partition} does not exist in '{stream}/{topic}', which has {partitions} partitions; use a partition from 0 to {partitions} - 1 (partition_for_key picks one)"
     )]
     NoSuchPartition {
+        /// The stream's name.
         stream: String,
+        /// The topic's name.
         topic: String,
+        /// The partition asked for.
         partition: u32,
+        /// How many partitions the topic has.
         partitions: u32,
     },
     /// An existing topic has another partition count than asked for.
@@ -26,48 +51,81 @@ pub enum LogError {
         "topic '{stream}/{topic}' already exists with {existing} partitions, not {wanted}; use --partitions {existing} or a new stream name"
     )]
     PartitionMismatch {
+        /// The stream's name.
         stream: String,
+        /// The topic's name.
         topic: String,
+        /// The partitions the topic has.
         existing: u32,
+        /// The partitions asked for.
         wanted: u32,
     },
     /// A record is larger than the log accepts.
     #[error(
         "a record of {size} bytes exceeds the log's limit of {limit} bytes; send large bodies as a claim check (BodyRef)"
     )]
-    RecordTooLarge { size: usize, limit: usize },
-    /// An empty batch or an empty payload.
+    RecordTooLarge {
+        /// The record's payload size, in bytes.
+        size: usize,
+        /// The largest payload the log accepts, in bytes.
+        limit: usize,
+    },
+    /// A request the log cannot carry out as asked (an empty batch or
+    /// payload, headers over the limits, a bad name); the message says what
+    /// to change.
     #[error("{0}")]
     InvalidInput(String),
     /// The backend's storage failed (disk, database).
-    #[error("log storage failed: {0}")]
+    #[error(
+        "log storage failed: {0}; check that the disk holding the log (the embedded log's directory, or the Iggy server's data directory) has free space and is writable, then try again"
+    )]
     Storage(String),
-    /// The backend answered with an error.
-    #[error("the log refused the request: {0}")]
+    /// The backend answered with an error not covered by another variant.
+    #[error(
+        "the log refused the request: {0}; try again, and if it keeps failing look at the log server's own log (agdx needs Iggy server 0.8.x)"
+    )]
     Backend(String),
-    /// A stored record failed its integrity check (checksum or framing).
-    /// Records before it are still readable; the consumer can step over it
-    /// by committing its offset.
-    #[error("the record at {position} is damaged ({reason}); restore the log from a backup, or skip the record by committing offset {} for the consumer group", position.offset)]
+    /// A stored record cannot be read: it failed its integrity check
+    /// (checksum or framing), or its header block is malformed (any Iggy
+    /// client can write one). Records before it are still readable; the
+    /// consumer can step over it by committing its offset.
+    #[error("the record at {position} cannot be read ({reason}); skip it by committing offset {} for the consumer group (a worker does that and dead-letters it), or restore the log from a backup if its storage was damaged", position.offset)]
     Corrupt {
+        /// Where the record sits.
         position: LogPosition,
+        /// What is wrong with it.
         reason: String,
     },
     /// The storage exists but is not a log this version can use (another
     /// program's file, or a newer on-disk format).
     #[error("{location} is not a log this agdx can open: {reason}")]
-    Incompatible { location: String, reason: String },
+    Incompatible {
+        /// The storage, as the user named it.
+        location: String,
+        /// Why it cannot be used, and what to use instead.
+        reason: String,
+    },
     /// The log refused the credentials or the user lacks a permission.
     #[error("the log at {target} denied access: {reason}")]
-    AccessDenied { target: String, reason: String },
-    /// An offset commit for a partition this process's members do not own.
+    AccessDenied {
+        /// The log, as [`super::Log::describe`] names it.
+        target: String,
+        /// What was refused, and which credentials or permissions to check.
+        reason: String,
+    },
+    /// An offset commit for a partition that a live member of another
+    /// process (or another Iggy client) owns; see [`super::Log::store_offset`].
     #[error(
         "partition {partition} of '{stream}/{topic}' is assigned to another member of consumer group '{group}'; only the member that owns a partition can commit its offset (call assigned() again: the assignment has changed)"
     )]
     NotOwner {
+        /// The stream's name.
         stream: String,
+        /// The topic's name.
         topic: String,
+        /// The consumer group.
         group: String,
+        /// The partition whose offset was to be committed.
         partition: u32,
     },
 }
@@ -80,6 +138,7 @@ impl LogError {
             LogError::Storage(_) => true,
             LogError::Backend(_) => true,
             LogError::NoSuchTopic { .. } => false,
+            LogError::NoPartitions { .. } => false,
             LogError::NoSuchPartition { .. } => false,
             LogError::PartitionMismatch { .. } => false,
             LogError::RecordTooLarge { .. } => false,

@@ -13,7 +13,7 @@
 //! store/read a group's committed offset. Acknowledgement **is** an offset
 //! commit; there is no ack, nack or visibility timeout.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use agdx_wire::{Headers, LogPosition};
@@ -22,6 +22,7 @@ use bytes::Bytes;
 
 pub mod embedded;
 mod error;
+mod headers;
 pub mod iggy;
 mod partition;
 mod spec;
@@ -31,16 +32,49 @@ pub use partition::partition_for_key;
 pub use spec::{DEFAULT_LOG, LogSpec, LogSpecError};
 
 /// A resolved topic: names and the numeric ids the log gave them.
+///
+/// The backends hand out only topics with at least one partition.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct TopicInfo {
+    /// The stream's name.
     pub stream: String,
+    /// The topic's name within its stream.
     pub topic: String,
+    /// The stream's number, given by the log.
     pub stream_id: u32,
+    /// The topic's number within its stream, given by the log.
     pub topic_id: u32,
+    /// How many partitions the topic has, numbered from 0.
     pub partitions: u32,
 }
 
 impl TopicInfo {
+    /// Refuses a topic without partitions (another Iggy client can make
+    /// one): nothing could be appended to it, and [`partition_for_key`]
+    /// needs at least one partition.
+    pub(crate) fn check_has_partitions(&self) -> Result<(), LogError> {
+        if self.partitions == 0 {
+            return Err(LogError::NoPartitions {
+                stream: self.stream.clone(),
+                topic: self.topic.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Refuses a partition outside the topic.
+    pub(crate) fn check_partition(&self, partition: u32) -> Result<(), LogError> {
+        if partition < self.partitions {
+            return Ok(());
+        }
+        Err(LogError::NoSuchPartition {
+            stream: self.stream.clone(),
+            topic: self.topic.clone(),
+            partition,
+            partitions: self.partitions,
+        })
+    }
+
     /// The position of `offset` in `partition` of this topic.
     pub fn position(&self, partition: u32, offset: u64) -> LogPosition {
         LogPosition {
@@ -55,7 +89,11 @@ impl TopicInfo {
 /// A record to append: typed headers and the payload bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OutgoingRecord {
+    /// Typed headers, each name at most once; names and values of 1 to 255
+    /// bytes (Iggy's limits, which both backends enforce).
     pub headers: Headers,
+    /// The payload, at least one byte and at most
+    /// [`Log::max_record_bytes`].
     pub payload: Vec<u8>,
 }
 
@@ -66,6 +104,7 @@ pub struct LogRecord {
     pub position: LogPosition,
     /// When the log accepted it, epoch microseconds (server clock).
     pub timestamp_micros: u64,
+    /// The typed headers it was appended with.
     pub headers: Headers,
     /// Shares the buffer the backend read it into, so handing records out
     /// copies no payload.
@@ -106,7 +145,11 @@ pub trait Log: Send + Sync + 'static {
 
     /// Reads up to `max` records of a partition from offset `from` on. When
     /// none is there yet, waits up to `wait` for one to be appended (zero:
-    /// return at once).
+    /// return at once). `max` must be at least 1.
+    ///
+    /// A record that cannot be read (damaged, or with a malformed header
+    /// block) is never returned: the poll returns the records before it,
+    /// and a poll starting at it fails with [`LogError::Corrupt`].
     async fn poll(
         &self,
         topic: &TopicInfo,
@@ -131,6 +174,22 @@ pub trait Log: Send + Sync + 'static {
 
     /// Stores the group's committed offset for a partition: the offset of the
     /// last record fully processed (the next read starts at `offset + 1`).
+    ///
+    /// Ownership is checked per process, not per member: the commit fails
+    /// with [`LogError::NotOwner`] when the partition belongs to a live
+    /// member of another process (or another Iggy client), and is stored
+    /// when its owner is a member in this process or it has no live owner.
+    /// This call names no member, so neither backend can tell which local
+    /// member commits: Iggy accepts a commit only through the connection of
+    /// the member that owns the partition, and the Iggy backend sends it
+    /// through whichever local member does. A member that lost a partition
+    /// to another member of the same process can therefore still commit
+    /// it. That commit can only name a record the old member finished, so
+    /// the worst outcome is that the new owner's later records are
+    /// delivered again (at least once, as after a crash), never that a
+    /// record is skipped. Stop a partition's work as soon as
+    /// [`GroupMember::assigned`] no longer lists it to keep such repeats
+    /// rare.
     async fn store_offset(
         &self,
         topic: &TopicInfo,
@@ -173,3 +232,20 @@ pub type SharedLog = Arc<dyn Log>;
 
 /// How long a poll waits by default when nothing is there yet.
 pub const DEFAULT_POLL_WAIT: Duration = Duration::from_millis(200);
+
+/// Refuses a poll for no records, the same way on every backend.
+pub(crate) fn check_poll_max(max: u32) -> Result<(), LogError> {
+    if max == 0 {
+        return Err(LogError::InvalidInput(
+            "a poll asked for 0 records; ask for at least 1 (max is the most records one poll returns)".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Locks a mutex, going on when a panicking thread held it. Only for values
+/// a panic cannot leave half-changed (in the log: SQLite connections, which
+/// roll back an unfinished transaction, and plain caches and lists).
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}

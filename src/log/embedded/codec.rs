@@ -6,24 +6,22 @@
 //! name length (u8) | name (UTF-8) | kind code (u8) | value length (u8) | value bytes
 //! ```
 //!
-//! Kind codes are Apache Iggy's (`Raw` = 1 … `Float64` = 15). Names and
-//! values are 1–255 bytes, fixed-size kinds carry exactly their width (a
-//! `Uint32` is 4 bytes), and a name appears at most once: the limits Iggy
-//! puts on user headers, so a record the embedded log accepts is one Iggy
-//! accepts too. Headers are stored (and so read back) ordered by name,
-//! which is also the order Iggy returns them in.
+//! Kind codes are Apache Iggy's (`Raw` = 1 … `Float64` = 15). Headers pass
+//! the checks both backends share (Iggy's limits, see
+//! `crate::log::headers`) before they are stored, so a record the embedded
+//! log accepts is one Iggy accepts too; those limits keep names and values
+//! within one length byte. Headers are stored (and so read back) ordered by
+//! name, which is also the order Iggy's map API returns them in.
 //!
 //! The checksum is xxh3-64 over the offset, the timestamp and the header
-//! blob's length (little-endian u64 each), the header blob and the payload, so a damaged payload, damaged
-//! headers and a record that moved all fail it.
+//! blob's length (little-endian u64 each), the header blob and the payload,
+//! so a damaged payload, damaged headers and a record that moved all fail it.
 
 use agdx_wire::{HeaderKind, HeaderValue, Headers};
 use xxhash_rust::xxh3::Xxh3Default;
 
 use crate::log::LogError;
-
-/// Longest header name or value, in bytes.
-const MAX_HEADER_FIELD: usize = 255;
+use crate::log::headers::check_headers;
 
 /// Iggy's code for a header kind.
 fn kind_code(kind: HeaderKind) -> u8 {
@@ -68,16 +66,11 @@ fn kind_from_code(code: u8) -> Option<HeaderKind> {
     })
 }
 
-/// Checks `headers` against the limits above and encodes them, ordered by name.
+/// Checks `headers` ([`check_headers`]) and encodes them, ordered by name.
 pub(super) fn encode_headers(headers: &Headers) -> Result<Vec<u8>, LogError> {
+    check_headers(headers)?;
     let mut sorted: Vec<&(String, HeaderValue)> = headers.iter().collect();
     sorted.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
-    if let Some(pair) = sorted.windows(2).find(|pair| pair[0].0 == pair[1].0) {
-        return Err(LogError::InvalidInput(format!(
-            "header '{}' appears twice on one record; a record carries each header name at most once",
-            pair[0].0
-        )));
-    }
     let mut out = Vec::with_capacity(
         headers
             .iter()
@@ -85,37 +78,14 @@ pub(super) fn encode_headers(headers: &Headers) -> Result<Vec<u8>, LogError> {
             .sum(),
     );
     for (name, value) in sorted {
-        let name_len = field_len(name.as_bytes(), || format!("header name '{name}'"))?;
-        let value_len = field_len(&value.bytes, || format!("the value of header '{name}'"))?;
-        match value.kind.fixed_width() {
-            Some(width) if value.bytes.len() != width => {
-                return Err(LogError::InvalidInput(format!(
-                    "header '{name}' is a {:?} value, which is {width} bytes, but carries {} bytes",
-                    value.kind,
-                    value.bytes.len()
-                )));
-            }
-            _ => {}
-        }
-        out.push(name_len);
+        // Lengths are 1 to 255 once checked, so each fits its one-byte prefix.
+        out.push(u8::try_from(name.len()).unwrap_or(u8::MAX));
         out.extend_from_slice(name.as_bytes());
         out.push(kind_code(value.kind));
-        out.push(value_len);
+        out.push(u8::try_from(value.bytes.len()).unwrap_or(u8::MAX));
         out.extend_from_slice(&value.bytes);
     }
     Ok(out)
-}
-
-/// The length of a header name or value as its one-byte prefix, when it is 1–255 bytes.
-fn field_len(bytes: &[u8], what: impl FnOnce() -> String) -> Result<u8, LogError> {
-    match u8::try_from(bytes.len()) {
-        Ok(len) if len > 0 => Ok(len),
-        _ => Err(LogError::InvalidInput(format!(
-            "{} is {} bytes; header names and values must be 1 to {MAX_HEADER_FIELD} bytes",
-            what(),
-            bytes.len()
-        ))),
-    }
 }
 
 /// Decodes a stored header blob; the error says what is wrong with it.

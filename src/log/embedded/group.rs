@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
-use super::{Core, Fault, TopicRow, blocking, lock, now_micros};
-use crate::log::{GroupMember, LogError};
+use super::{Core, Fault, TopicRow, blocking, now_micros};
+use crate::log::{GroupMember, LogError, lock};
 
 /// How long a membership (and with it its partitions) outlives its last renewal.
 pub const LEASE: Duration = Duration::from_secs(3);
@@ -176,7 +176,7 @@ fn rebalance(
         .iter()
         .position(|m| m == member)
         .unwrap_or(members.len());
-    let share = fair_share(topic.partitions, members.len().max(1), rank);
+    let share = fair_share(topic.info.partitions, members.len().max(1), rank);
 
     let mut owned: Vec<u32> = tx
         .prepare_cached("SELECT part FROM group_owners WHERE topic_key = ?1 AND grp = ?2 AND member = ?3 ORDER BY part")?
@@ -194,7 +194,7 @@ fn rebalance(
             .prepare_cached("SELECT part FROM group_owners WHERE topic_key = ?1 AND grp = ?2")?
             .query_map(params![key, group], |row| row.get(0))?
             .collect::<Result<_, _>>()?;
-        let free: Vec<u32> = (0..topic.partitions)
+        let free: Vec<u32> = (0..topic.info.partitions)
             .filter(|part| !taken.contains(part))
             .take(share - owned.len())
             .collect();

@@ -73,8 +73,10 @@
 //! delivery is at least once, and committing is what acknowledges. An offset
 //! commit for a partition that a live member of *another process* owns is
 //! refused with [`LogError::NotOwner`] (as Iggy refuses it), so a member that
-//! lost its partition cannot move the new owner's offset back; with no live
-//! owner, or an owner in this process, the commit is stored.
+//! lost its partition to another process cannot move the new owner's offset
+//! back; with no live owner, or an owner in this process, the commit is
+//! stored. The commit names no member, so members of one process are not
+//! told apart, just as on Iggy (see [`Log::store_offset`]).
 //!
 //! # Connections
 //!
@@ -85,15 +87,15 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use tokio::sync::oneshot;
 
-use super::{GroupMember, Log, LogError, LogRecord, OutgoingRecord, TopicInfo};
-use agdx_wire::LogPosition;
+use super::{GroupMember, Log, LogError, LogRecord, OutgoingRecord, TopicInfo, lock};
+use crate::clock::{Clock, SystemClock};
 use schema::{DB_FILE, Durability, connect};
 use wake::DirWake;
 
@@ -139,36 +141,13 @@ struct Core {
     wake: Arc<DirWake>,
 }
 
-/// A topic as stored.
+/// A topic as stored: its row key and what the port knows of it.
 struct TopicRow {
     key: i64,
-    stream: String,
-    topic: String,
-    stream_id: u32,
-    topic_id: u32,
-    partitions: u32,
+    info: TopicInfo,
 }
 
 impl TopicRow {
-    fn info(&self) -> TopicInfo {
-        TopicInfo {
-            stream: self.stream.clone(),
-            topic: self.topic.clone(),
-            stream_id: self.stream_id,
-            topic_id: self.topic_id,
-            partitions: self.partitions,
-        }
-    }
-
-    fn position(&self, partition: u32, offset: u64) -> LogPosition {
-        LogPosition {
-            stream: self.stream_id,
-            topic: self.topic_id,
-            partition,
-            offset,
-        }
-    }
-
     /// An offset of `partition` read back from the database, where only
     /// damage leaves a negative one.
     fn stored_offset(
@@ -181,7 +160,7 @@ impl TopicRow {
             .map(|off| {
                 u64::try_from(off).map_err(|_| {
                     Fault::Log(LogError::Corrupt {
-                        position: self.position(partition, 0),
+                        position: self.info.position(partition, 0),
                         reason: format!("negative {what}: {off}"),
                     })
                 })
@@ -189,17 +168,10 @@ impl TopicRow {
             .transpose()
     }
 
-    fn check_partition(&self, partition: u32) -> Result<(), LogError> {
-        if partition < self.partitions {
-            Ok(())
-        } else {
-            Err(LogError::NoSuchPartition {
-                stream: self.stream.clone(),
-                topic: self.topic.clone(),
-                partition,
-                partitions: self.partitions,
-            })
-        }
+    /// Whether this row is the topic `info` names (ids are reused only
+    /// if the database is replaced, names are checked too).
+    fn is(&self, info: &TopicInfo) -> bool {
+        self.info.stream == info.stream && self.info.topic == info.topic
     }
 }
 
@@ -306,12 +278,6 @@ impl EmbeddedLog {
     }
 }
 
-/// Locks a mutex, going on when a panicking thread held it (every guarded
-/// value stays consistent: SQLite rolls back an unfinished transaction).
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 /// Runs blocking work on Tokio's blocking threads.
 async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> Result<T, LogError> + Send + 'static,
@@ -325,17 +291,14 @@ async fn blocking<T: Send + 'static>(
     }
 }
 
-/// The wall clock in epoch microseconds.
+/// The wall clock in epoch microseconds, as stored (SQLite integers are i64).
 fn now_micros() -> Result<i64, Fault> {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .ok()
-        .and_then(|since| i64::try_from(since.as_micros()).ok())
-        .ok_or_else(|| {
-            Fault::Log(LogError::Storage(
-                "the system clock is before 1970 or past 2262".into(),
-            ))
-        })
+    match i64::try_from(SystemClock.now_micros()) {
+        Ok(now) if now > 0 => Ok(now),
+        _ => Err(Fault::Log(LogError::Storage(
+            "the system clock reads before 1970 or after 2262; set it to the right time".into(),
+        ))),
+    }
 }
 
 /// Checks a stream, topic or group name.
@@ -405,7 +368,7 @@ impl Core {
                 row
             }
         };
-        if row.stream != info.stream || row.topic != info.topic {
+        if !row.is(info) {
             return Err(missing());
         }
         Ok(row)
@@ -508,8 +471,8 @@ fn commit_writes(
                 ..
             } => match group::owner_pid(&tx, topic.key, group, *part, now)? {
                 Some(pid) if pid != std::process::id() => Err(LogError::NotOwner {
-                    stream: topic.stream.clone(),
-                    topic: topic.topic.clone(),
+                    stream: topic.info.stream.clone(),
+                    topic: topic.info.topic.clone(),
                     group: group.clone(),
                     partition: *part,
                 }),
@@ -584,7 +547,7 @@ fn read_records(
     let mut bytes = 0usize;
     while let Some(row) = rows.next()? {
         let offset: i64 = row.get(0)?;
-        let position = topic.position(part, offset as u64);
+        let position = topic.info.position(part, offset as u64);
         let checked = (|| {
             let offset = u64::try_from(offset).map_err(|_| format!("negative offset {offset}"))?;
             let timestamp: i64 = row.get(1).map_err(|e| e.to_string())?;
@@ -632,11 +595,13 @@ fn blob<'r>(row: &'r rusqlite::Row<'_>, index: usize) -> Result<&'r [u8], String
 fn topic_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<TopicRow> {
     Ok(TopicRow {
         key: row.get(0)?,
-        stream: row.get(1)?,
-        topic: row.get(2)?,
-        stream_id: row.get(3)?,
-        topic_id: row.get(4)?,
-        partitions: row.get(5)?,
+        info: TopicInfo {
+            stream: row.get(1)?,
+            topic: row.get(2)?,
+            stream_id: row.get(3)?,
+            topic_id: row.get(4)?,
+            partitions: row.get(5)?,
+        },
     })
 }
 
@@ -644,16 +609,21 @@ const SELECT_TOPIC: &str = "SELECT t.topic_key, s.name, t.name, s.id, t.id, t.pa
      FROM topics t JOIN streams s ON s.id = t.stream_id";
 
 /// Looks a topic up by `filter` ([`BY_ID`] or [`BY_NAME`]) with its two
-/// parameters.
+/// parameters. A stored topic without partitions (only a changed database
+/// holds one) is refused, as on Iggy.
 fn find_topic(
     conn: &Connection,
     filter: &str,
     params: impl rusqlite::Params,
 ) -> Result<Option<TopicRow>, Fault> {
-    Ok(conn
+    let row = conn
         .prepare_cached(&format!("{SELECT_TOPIC} WHERE {filter}"))?
         .query_row(params, topic_row)
-        .optional()?)
+        .optional()?;
+    if let Some(row) = &row {
+        row.info.check_has_partitions()?;
+    }
+    Ok(row)
 }
 
 /// [`find_topic`] by stream id and topic id.
@@ -670,11 +640,11 @@ fn ensure_topic(
 ) -> Result<TopicRow, Fault> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     if let Some(row) = find_topic(&tx, BY_NAME, params![stream, topic])? {
-        if row.partitions != partitions {
+        if row.info.partitions != partitions {
             return Err(LogError::PartitionMismatch {
                 stream: stream.to_owned(),
                 topic: topic.to_owned(),
-                existing: row.partitions,
+                existing: row.info.partitions,
                 wanted: partitions,
             }
             .into());
@@ -712,11 +682,13 @@ fn ensure_topic(
     )?;
     let row = TopicRow {
         key: tx.last_insert_rowid(),
-        stream: stream.to_owned(),
-        topic: topic.to_owned(),
-        stream_id,
-        topic_id,
-        partitions,
+        info: TopicInfo {
+            stream: stream.to_owned(),
+            topic: topic.to_owned(),
+            stream_id,
+            topic_id,
+            partitions,
+        },
     };
     tx.commit()?;
     Ok(row)
@@ -742,7 +714,7 @@ impl Log for EmbeddedLog {
         check_name("topic", topic)?;
         if partitions == 0 {
             return Err(LogError::InvalidInput(format!(
-                "topic '{stream}/{topic}' needs at least one partition, got 0"
+                "topic '{stream}/{topic}' needs at least one partition, got 0; ask for 1 or more"
             )));
         }
         let core = self.core.clone();
@@ -750,8 +722,8 @@ impl Log for EmbeddedLog {
         blocking(move || {
             let row = ensure_topic(&mut lock(&core.writer), &stream, &topic, partitions)
                 .map_err(|f| f.into_log(&core.db))?;
-            let info = row.info();
-            lock(&core.topics).insert((row.stream_id, row.topic_id), Arc::new(row));
+            let info = row.info.clone();
+            lock(&core.topics).insert((info.stream_id, info.topic_id), Arc::new(row));
             Ok(info)
         })
         .await
@@ -763,7 +735,7 @@ impl Log for EmbeddedLog {
         blocking(move || {
             Ok(core
                 .with_reader(|conn| find_topic(conn, BY_NAME, params![stream, topic]))?
-                .map(|row| row.info()))
+                .map(|row| row.info))
         })
         .await
     }
@@ -816,11 +788,7 @@ impl Log for EmbeddedLog {
         max: u32,
         wait: Duration,
     ) -> Result<Vec<LogRecord>, LogError> {
-        if max == 0 {
-            return Err(LogError::InvalidInput(
-                "a poll must ask for at least one record (max was 0)".into(),
-            ));
-        }
+        super::check_poll_max(max)?;
         let row = self.resolve_partition(topic, partition).await?;
         let deadline = tokio::time::Instant::now() + wait;
         let appended = self.core.wake.partition(row.key, partition);
@@ -932,10 +900,10 @@ impl EmbeddedLog {
         let cached = lock(&self.core.topics)
             .get(&(topic.stream_id, topic.topic_id))
             .cloned();
-        if let Some(row) = cached {
-            if row.stream == topic.stream && row.topic == topic.topic {
-                return Ok(row);
-            }
+        if let Some(row) = cached
+            && row.is(topic)
+        {
+            return Ok(row);
         }
         let core = self.core.clone();
         let topic = topic.clone();
@@ -949,7 +917,7 @@ impl EmbeddedLog {
         partition: u32,
     ) -> Result<Arc<TopicRow>, LogError> {
         let row = self.resolve(topic).await?;
-        row.check_partition(partition)?;
+        row.info.check_partition(partition)?;
         Ok(row)
     }
 }

@@ -120,7 +120,7 @@ pub(super) fn prepare(conn: &mut Connection, location: &str) -> Result<(), Fault
         return Err(incompatible(
             location,
             format!(
-                "the file system does not support SQLite's WAL mode (got journal mode '{mode}')"
+                "the file system does not support SQLite's WAL mode (got journal mode '{mode}'); put the log directory on a local file system"
             ),
         ));
     }

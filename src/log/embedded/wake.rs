@@ -23,7 +23,8 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
-use super::{Durability, connect, lock};
+use super::{Durability, connect};
+use crate::log::lock;
 
 /// Shortest pause between two checks of the database for other processes' commits.
 const WATCH_MIN_INTERVAL: Duration = Duration::from_millis(2);

@@ -29,8 +29,10 @@
 //! is refused only when the partition moved since). When the
 //! group has no live member at all, a short-lived member joins, commits and
 //! leaves. When another process's member owns the partition, the commit is
-//! refused with [`LogError::NotOwner`]. Reading a group offset needs no
-//! membership.
+//! refused with [`LogError::NotOwner`]. A commit names no member, so one
+//! from a local member that lost the partition to another local member goes
+//! through the new owner (see [`crate::log::Log::store_offset`]). Reading a
+//! group offset needs no membership.
 
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
@@ -42,7 +44,7 @@ use iggy::prelude::{
 
 use super::connection::{Connection, IggyTarget};
 use super::errors::topic_error;
-use crate::log::{GroupMember, LogError, TopicInfo};
+use crate::log::{GroupMember, LogError, TopicInfo, lock};
 
 /// Live members of this process, for routing offset commits.
 static MEMBERS: Mutex<Vec<Weak<Member>>> = Mutex::new(Vec::new());
@@ -50,13 +52,6 @@ static MEMBERS: Mutex<Vec<Weak<Member>>> = Mutex::new(Vec::new());
 /// The registry of live members.
 fn registry() -> MutexGuard<'static, Vec<Weak<Member>>> {
     lock(&MEMBERS)
-}
-
-/// Locks `mutex`, even if a holder panicked.
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// What the server says about this member and one partition.
@@ -337,10 +332,7 @@ impl Member {
     }
 
     fn last_owned(&self) -> Vec<u32> {
-        self.owned
-            .lock()
-            .map(|owned| owned.clone())
-            .unwrap_or_default()
+        lock(&self.owned).clone()
     }
 
     fn is_for(&self, target: &IggyTarget, topic: &TopicInfo, group: &str) -> bool {
@@ -394,9 +386,7 @@ impl GroupMember for IggyMember {
                 })?
             }
         };
-        if let Ok(mut last) = member.owned.lock() {
-            last.clone_from(&owned);
-        }
+        lock(&member.owned).clone_from(&owned);
         Ok(owned)
     }
 

@@ -11,7 +11,9 @@
 //! - **Streams and topics** are Iggy's, found by name. Iggy numbers them
 //!   itself (from 0 on a fresh server); [`TopicInfo`] carries those numbers,
 //!   and every later request addresses the topic by them. Topics are created
-//!   with the server's defaults for expiry, size limit and compression.
+//!   with the server's defaults for expiry, size limit and compression. A
+//!   topic found without partitions (Iggy allows one) is refused with
+//!   [`LogError::NoPartitions`].
 //! - **Partitions** are Iggy's, numbered from 0. An append goes to one
 //!   explicit partition in one request. Iggy's own choice for a message key
 //!   (`xxhash32(seed 0, key) % partitions`) is what
@@ -20,7 +22,9 @@
 //! - **Records** are Iggy messages: the payload is the message payload, the
 //!   headers are typed user headers (kept in order), the offset is Iggy's
 //!   per-partition offset and the timestamp the server's, in microseconds.
-//!   Iggy's limit for one payload is [`MAX_RECORD_BYTES`].
+//!   Iggy's limit for one payload is [`MAX_RECORD_BYTES`]. A message whose
+//!   header block cannot be read (any Iggy client can write one) is reported
+//!   as [`LogError::Corrupt`], as the embedded log reports a damaged record.
 //! - **Polling** reads a partition from an offset as a plain consumer with
 //!   auto-commit off, so it never moves a stored offset. When nothing is
 //!   there yet it asks again after short pauses until the wait runs out.
@@ -159,13 +163,17 @@ impl IggyLog {
             .get_topic(&numeric(stream_id)?, &named("topic", topic)?)
             .await;
         match found {
-            Ok(Some(details)) => Ok(Some(TopicInfo {
-                stream: stream.to_owned(),
-                topic: topic.to_owned(),
-                stream_id,
-                topic_id: details.id,
-                partitions: details.partitions_count,
-            })),
+            Ok(Some(details)) => {
+                let info = TopicInfo {
+                    stream: stream.to_owned(),
+                    topic: topic.to_owned(),
+                    stream_id,
+                    topic_id: details.id,
+                    partitions: details.partitions_count,
+                };
+                info.check_has_partitions()?;
+                Ok(Some(info))
+            }
             Ok(None)
             | Err(
                 IggyError::StreamIdNotFound(_)
@@ -174,18 +182,6 @@ impl IggyLog {
             ) => Ok(None),
             Err(e) => Err(self.request_error(&format!("looking up topic '{stream}/{topic}'"), e)),
         }
-    }
-
-    fn check_partition(&self, topic: &TopicInfo, partition: u32) -> Result<(), LogError> {
-        if partition < topic.partitions {
-            return Ok(());
-        }
-        Err(LogError::NoSuchPartition {
-            stream: topic.stream.clone(),
-            topic: topic.topic.clone(),
-            partition,
-            partitions: topic.partitions,
-        })
     }
 
     /// One poll of a partition as the plain reader (never commits).
@@ -210,6 +206,33 @@ impl IggyLog {
             .await
             .map_err(|e| self.topic_error(topic, &format!("polling partition {partition}"), e))
     }
+}
+
+/// The records of a poll answer from offset `from` on, up to the first one
+/// that cannot be read: like the embedded log, a poll returns the records
+/// before it and only a poll starting at it fails, so a consumer handles
+/// everything before the bad record and then steps over it.
+fn readable_records(
+    topic: &TopicInfo,
+    partition: u32,
+    from: u64,
+    polled: PolledMessages,
+) -> Result<Vec<LogRecord>, LogError> {
+    let mut records = Vec::with_capacity(polled.messages.len());
+    for message in polled.messages {
+        if message.header.offset < from {
+            continue;
+        }
+        match records::from_message(topic, partition, message) {
+            Ok(record) => records.push(record),
+            Err(error) if records.is_empty() => return Err(error),
+            Err(error) => {
+                tracing::error!(%error, "an unreadable record on Iggy; the next poll reports it");
+                break;
+            }
+        }
+    }
+    Ok(records)
 }
 
 /// A numeric Iggy identifier.
@@ -314,10 +337,10 @@ impl Log for IggyLog {
         partition: u32,
         records: Vec<OutgoingRecord>,
     ) -> Result<(), LogError> {
-        self.check_partition(topic, partition)?;
+        topic.check_partition(partition)?;
         if records.is_empty() {
             return Err(LogError::InvalidInput(
-                "an append needs at least one record".into(),
+                "an append needs at least one record; the batch is empty".into(),
             ));
         }
         let mut messages = records
@@ -348,10 +371,8 @@ impl Log for IggyLog {
         max: u32,
         wait: Duration,
     ) -> Result<Vec<LogRecord>, LogError> {
-        self.check_partition(topic, partition)?;
-        if max == 0 {
-            return Ok(Vec::new());
-        }
+        super::check_poll_max(max)?;
+        topic.check_partition(partition)?;
         let deadline = tokio::time::Instant::now() + wait;
         let mut pause = POLL_PAUSE_FIRST;
         let appended = self.appended(topic, partition);
@@ -364,12 +385,7 @@ impl Log for IggyLog {
                 .poll_once(topic, partition, PollingStrategy::offset(from), max)
                 .await?;
             if !polled.messages.is_empty() {
-                return polled
-                    .messages
-                    .into_iter()
-                    .filter(|m| m.header.offset >= from)
-                    .map(|m| records::from_message(topic, partition, m))
-                    .collect();
+                return readable_records(topic, partition, from, polled);
             }
             let now = tokio::time::Instant::now();
             if now >= deadline {
@@ -388,7 +404,7 @@ impl Log for IggyLog {
         topic: &TopicInfo,
         partition: u32,
     ) -> Result<Option<u64>, LogError> {
-        self.check_partition(topic, partition)?;
+        topic.check_partition(partition)?;
         // The poll answer carries the partition's current offset (the last
         // record's), which reads 0 both for an empty partition and for one
         // holding a single record: only then is record 0 worth asking for.
@@ -422,7 +438,7 @@ impl Log for IggyLog {
         partition: u32,
         offset: u64,
     ) -> Result<(), LogError> {
-        self.check_partition(topic, partition)?;
+        topic.check_partition(partition)?;
         match group::commit_through_members(&self.target, topic, group, partition, offset).await? {
             Routed::Stored => Ok(()),
             Routed::OwnedElsewhere => Err(group::not_owner(topic, group, partition)),
@@ -462,7 +478,7 @@ impl Log for IggyLog {
         group: &str,
         partition: u32,
     ) -> Result<Option<u64>, LogError> {
-        self.check_partition(topic, partition)?;
+        topic.check_partition(partition)?;
         let (stream, topic_id) = (numeric(topic.stream_id)?, numeric(topic.topic_id)?);
         let consumer = Consumer::group(named("consumer group", group)?);
         match self

@@ -8,17 +8,10 @@
 
 use agdx_wire::{HeaderKind, HeaderValue, Headers};
 use bytes::{BufMut, Bytes, BytesMut};
-use iggy::prelude::{
-    HeaderKind as IggyHeaderKind, IggyMessage, MAX_PAYLOAD_SIZE, MAX_USER_HEADERS_SIZE,
-};
+use iggy::prelude::{HeaderKind as IggyHeaderKind, IggyMessage, MAX_PAYLOAD_SIZE};
 
+use crate::log::headers::{block_size, check_headers};
 use crate::log::{LogError, LogRecord, OutgoingRecord, TopicInfo};
-
-/// Longest header key or value Iggy accepts.
-const MAX_HEADER_FIELD: usize = 255;
-
-/// Bytes before each field of a header block: kind code and u32 length.
-const FIELD_FRAMING: usize = 5;
 
 /// Iggy's kind for an AGDX header kind (the same fifteen kinds).
 fn to_iggy_kind(kind: HeaderKind) -> IggyHeaderKind {
@@ -62,67 +55,13 @@ fn from_iggy_kind(kind: IggyHeaderKind) -> HeaderKind {
     }
 }
 
-/// The byte length a fixed-size kind requires, `None` for raw and string.
-fn fixed_len(kind: HeaderKind) -> Option<usize> {
-    match kind {
-        HeaderKind::Raw | HeaderKind::String => None,
-        HeaderKind::Bool | HeaderKind::Int8 | HeaderKind::Uint8 => Some(1),
-        HeaderKind::Int16 | HeaderKind::Uint16 => Some(2),
-        HeaderKind::Int32 | HeaderKind::Uint32 | HeaderKind::Float32 => Some(4),
-        HeaderKind::Int64 | HeaderKind::Uint64 | HeaderKind::Float64 => Some(8),
-        HeaderKind::Int128 | HeaderKind::Uint128 => Some(16),
-    }
-}
-
-/// Checks one header against Iggy's rules.
-fn check_header(key: &str, value: &HeaderValue) -> Result<(), LogError> {
-    if key.is_empty() || key.len() > MAX_HEADER_FIELD {
-        return Err(LogError::InvalidInput(format!(
-            "header key {key:?} has {} bytes; Iggy header keys have 1 to {MAX_HEADER_FIELD} bytes",
-            key.len()
-        )));
-    }
-    let len = value.bytes.len();
-    match fixed_len(value.kind) {
-        Some(want) if want != len => Err(LogError::InvalidInput(format!(
-            "header '{key}' is a {:?} value of {len} bytes; that kind takes exactly {want} bytes",
-            value.kind
-        ))),
-        _ if len == 0 || len > MAX_HEADER_FIELD => Err(LogError::InvalidInput(format!(
-            "header '{key}' has a value of {len} bytes; Iggy header values have 1 to {MAX_HEADER_FIELD} bytes"
-        ))),
-        _ if value.kind == HeaderKind::String && std::str::from_utf8(&value.bytes).is_err() => {
-            Err(LogError::InvalidInput(format!(
-                "header '{key}' is a string value that is not valid UTF-8"
-            )))
-        }
-        _ => Ok(()),
-    }
-}
-
 /// The raw Iggy header block for `headers`, `None` when there are none.
 fn encode_headers(headers: &Headers) -> Result<Option<Bytes>, LogError> {
     if headers.is_empty() {
         return Ok(None);
     }
-    for (i, (key, value)) in headers.iter().enumerate() {
-        check_header(key, value)?;
-        if headers[..i].iter().any(|(earlier, _)| earlier == key) {
-            return Err(LogError::InvalidInput(format!(
-                "header '{key}' appears twice; Iggy headers hold one value per key"
-            )));
-        }
-    }
-    let size: usize = headers
-        .iter()
-        .map(|(key, value)| 2 * FIELD_FRAMING + key.len() + value.bytes.len())
-        .sum();
-    if size > MAX_USER_HEADERS_SIZE as usize {
-        return Err(LogError::InvalidInput(format!(
-            "the headers take {size} bytes; Iggy accepts at most {MAX_USER_HEADERS_SIZE} bytes of headers per record"
-        )));
-    }
-    let mut block = BytesMut::with_capacity(size);
+    check_headers(headers)?;
+    let mut block = BytesMut::with_capacity(block_size(headers));
     for (key, value) in headers {
         put_field(&mut block, IggyHeaderKind::String, key.as_bytes());
         put_field(&mut block, to_iggy_kind(value.kind), &value.bytes);
@@ -140,7 +79,7 @@ fn put_field(block: &mut BytesMut, kind: IggyHeaderKind, bytes: &[u8]) {
 
 /// Splits the first field off a header block: its kind code and bytes.
 fn take_field(block: &[u8]) -> Result<(u8, &[u8], &[u8]), String> {
-    let truncated = || format!("a header block cut short ({} bytes left)", block.len());
+    let truncated = || format!("a field cut short ({} bytes left)", block.len());
     let (&kind, rest) = block.split_first().ok_or_else(truncated)?;
     let (len, rest) = rest.split_first_chunk::<4>().ok_or_else(truncated)?;
     let len = u32::from_le_bytes(*len) as usize;
@@ -160,11 +99,11 @@ fn decode_headers(mut block: &[u8]) -> Result<Headers, String> {
         block = rest;
         if key_kind != IggyHeaderKind::String.as_code() {
             return Err(format!(
-                "a header key of kind code {key_kind} (AGDX keys are strings)"
+                "a header name of kind code {key_kind} (names are strings)"
             ));
         }
         let key =
-            std::str::from_utf8(key).map_err(|_| "a header key that is not UTF-8".to_owned())?;
+            std::str::from_utf8(key).map_err(|_| "a header name that is not UTF-8".to_owned())?;
         let kind = IggyHeaderKind::from_code(value_kind)
             .map_err(|_| format!("header '{key}' has the unknown kind code {value_kind}"))?;
         headers.push((
@@ -204,24 +143,26 @@ pub(crate) fn to_message(record: OutgoingRecord) -> Result<IggyMessage, LogError
     Ok(message)
 }
 
-/// The record a polled message holds.
+/// The record a polled message holds. A malformed header block (any Iggy
+/// client can write one) makes it [`LogError::Corrupt`], which a consumer
+/// steps over, where a retryable error would stop it at that record.
 pub(crate) fn from_message(
     topic: &TopicInfo,
     partition: u32,
     message: IggyMessage,
 ) -> Result<LogRecord, LogError> {
-    let offset = message.header.offset;
+    let position = topic.position(partition, message.header.offset);
     let headers = match &message.user_headers {
-        Some(block) if !block.is_empty() => decode_headers(block).map_err(|why| {
-            LogError::Backend(format!(
-                "record {}/{}/{partition}/{offset} ('{}/{}') has {why}",
-                topic.stream_id, topic.topic_id, topic.stream, topic.topic
-            ))
-        })?,
+        Some(block) if !block.is_empty() => {
+            decode_headers(block).map_err(|why| LogError::Corrupt {
+                position,
+                reason: format!("malformed user header block: {why}"),
+            })?
+        }
         _ => Vec::new(),
     };
     Ok(LogRecord {
-        position: topic.position(partition, offset),
+        position,
         timestamp_micros: message.header.timestamp,
         headers,
         payload: message.payload,
@@ -288,6 +229,40 @@ mod tests {
             ]
         );
         assert!(decode_headers(&message.user_headers.unwrap()[..3]).is_err());
+    }
+
+    #[test]
+    fn the_shared_header_limits_are_iggys() {
+        assert_eq!(
+            crate::log::headers::MAX_HEADERS_BYTES,
+            iggy::prelude::MAX_USER_HEADERS_SIZE as usize
+        );
+        let block = encode_headers(&headers()).unwrap().unwrap();
+        assert_eq!(block.len(), block_size(&headers()));
+    }
+
+    #[test]
+    fn a_malformed_header_block_is_a_corrupt_record() {
+        let topic = TopicInfo {
+            stream: "s".into(),
+            topic: "t".into(),
+            stream_id: 1,
+            topic_id: 2,
+            partitions: 4,
+        };
+        let mut message = IggyMessage::builder()
+            .payload(Bytes::from_static(b"p"))
+            .build()
+            .unwrap();
+        message.header.offset = 9;
+        message.user_headers = Some(Bytes::from_static(&[2, 200, 0, 0, 0, b'k']));
+        match from_message(&topic, 3, message) {
+            Err(LogError::Corrupt { position, reason }) => {
+                assert_eq!(position, topic.position(3, 9));
+                assert!(reason.contains("cut short"), "{reason}");
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

@@ -1,0 +1,130 @@
+//! The rules a record's headers follow on every backend: Apache Iggy's
+//! limits on user headers, so a record one backend accepts, the other
+//! accepts too.
+
+use agdx_wire::{HeaderKind, Headers};
+
+use super::LogError;
+
+/// Longest header name or value, in bytes.
+pub(crate) const MAX_HEADER_FIELD: usize = 255;
+
+/// Most bytes the headers of one record take in Iggy's header block
+/// (Iggy's `MAX_USER_HEADERS_SIZE`).
+pub(crate) const MAX_HEADERS_BYTES: usize = 100_000;
+
+/// Bytes before each name and each value in Iggy's header block: a kind
+/// code and a u32 length.
+pub(crate) const FIELD_FRAMING: usize = 5;
+
+/// The size of `headers` in Iggy's header block.
+pub(crate) fn block_size(headers: &Headers) -> usize {
+    headers
+        .iter()
+        .map(|(name, value)| 2 * FIELD_FRAMING + name.len() + value.bytes.len())
+        .sum()
+}
+
+/// Checks `headers` against Iggy's rules: names and values of 1 to
+/// [`MAX_HEADER_FIELD`] bytes, each name at most once, fixed-size kinds with
+/// exactly their width, string values in UTF-8, and at most
+/// [`MAX_HEADERS_BYTES`] in all.
+pub(crate) fn check_headers(headers: &Headers) -> Result<(), LogError> {
+    for (name, value) in headers {
+        if name.is_empty() || name.len() > MAX_HEADER_FIELD {
+            return Err(LogError::InvalidInput(format!(
+                "header name {name:?} has {} bytes; header names have 1 to {MAX_HEADER_FIELD} bytes",
+                name.len()
+            )));
+        }
+        let len = value.bytes.len();
+        if let Some(width) = value.kind.fixed_width()
+            && width != len
+        {
+            return Err(LogError::InvalidInput(format!(
+                "header '{name}' is a {} value of {len} bytes; that kind takes exactly {width} bytes",
+                value.kind
+            )));
+        }
+        if len == 0 || len > MAX_HEADER_FIELD {
+            return Err(LogError::InvalidInput(format!(
+                "header '{name}' has a value of {len} bytes; header values have 1 to {MAX_HEADER_FIELD} bytes (put larger data in the payload)"
+            )));
+        }
+        if value.kind == HeaderKind::String && std::str::from_utf8(&value.bytes).is_err() {
+            return Err(LogError::InvalidInput(format!(
+                "header '{name}' is a string value that is not valid UTF-8; send it as a raw value"
+            )));
+        }
+    }
+    let mut names: Vec<&str> = headers.iter().map(|(name, _)| name.as_str()).collect();
+    names.sort_unstable();
+    if let Some(twice) = names.windows(2).find(|pair| pair[0] == pair[1]) {
+        return Err(LogError::InvalidInput(format!(
+            "header '{}' appears twice on one record; give each header name one value",
+            twice[0]
+        )));
+    }
+    let size = block_size(headers);
+    if size > MAX_HEADERS_BYTES {
+        return Err(LogError::InvalidInput(format!(
+            "the headers take {size} bytes ({FIELD_FRAMING} bytes of framing before each name and value included); a record's headers take at most {MAX_HEADERS_BYTES} bytes, so put the rest in the payload"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use agdx_wire::HeaderValue;
+
+    use super::*;
+
+    fn refused(headers: Headers) -> String {
+        match check_headers(&headers) {
+            Err(LogError::InvalidInput(message)) => message,
+            other => panic!("{headers:?} passed: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn accepts_the_agdx_headers() {
+        let headers = vec![
+            ("agdx.ct".to_owned(), HeaderValue::u8(3)),
+            ("agdx.av".to_owned(), HeaderValue::u32(1)),
+            ("gen_ai.conversation.id".to_owned(), HeaderValue::u128(7)),
+            ("agdx.to".to_owned(), HeaderValue::string("billing")),
+        ];
+        check_headers(&headers).unwrap();
+        check_headers(&Vec::new()).unwrap();
+    }
+
+    #[test]
+    fn refuses_what_iggy_refuses() {
+        let long = "x".repeat(MAX_HEADER_FIELD + 1);
+        assert!(refused(vec![(String::new(), HeaderValue::u8(1))]).contains("1 to 255"));
+        assert!(refused(vec![(long.clone(), HeaderValue::u8(1))]).contains("1 to 255"));
+        assert!(refused(vec![("a".into(), HeaderValue::string(""))]).contains("1 to 255"));
+        assert!(refused(vec![("a".into(), HeaderValue::string(&long))]).contains("1 to 255"));
+        let narrow = HeaderValue {
+            kind: HeaderKind::Uint32,
+            bytes: vec![1, 2],
+        };
+        assert!(refused(vec![("a".into(), narrow)]).contains("exactly 4 bytes"));
+        let not_utf8 = HeaderValue {
+            kind: HeaderKind::String,
+            bytes: vec![0xff],
+        };
+        assert!(refused(vec![("a".into(), not_utf8)]).contains("UTF-8"));
+        let twice = vec![
+            ("a".into(), HeaderValue::u8(1)),
+            ("b".into(), HeaderValue::u8(2)),
+            ("a".into(), HeaderValue::u8(3)),
+        ];
+        assert!(refused(twice).contains("'a' appears twice"));
+        let many: Headers = (0..200)
+            .map(|n| (format!("{n:0>255}"), HeaderValue::string(&long[..255])))
+            .collect();
+        assert!(refused(many).contains("at most 100000 bytes"));
+    }
+}
