@@ -18,7 +18,7 @@
 //! reply is on the log, which is every key whose command was committed.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use agdx_wire::{AgentEnvelope, AgentId, ContentType, IdempotencyKey, Kind};
 use rusqlite::{Connection, OptionalExtension, params};
@@ -148,7 +148,7 @@ impl ProcessedKeys {
         let conn = self.conn.clone();
         let path = self.path.clone();
         tokio::task::spawn_blocking(move || {
-            let mut conn = conn.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut conn = crate::log::lock(&conn);
             f(&mut conn).map_err(|source| StoreError::Sqlite { path, source })
         })
         .await

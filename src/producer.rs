@@ -676,7 +676,7 @@ impl ChunkWriter {
     ) -> Result<(), ProduceError> {
         let outgoing = Outgoing::new(envelope, content_type);
         if let Some(recorder) = &self.recorder {
-            lock(recorder).push(outgoing.clone());
+            crate::log::lock(recorder).push(outgoing.clone());
         }
         self.pending.push(outgoing);
         if force || self.pending.len() >= self.batch {
@@ -731,12 +731,4 @@ impl ChunkWriter {
         let envelope = self.to.address(envelope);
         self.push(envelope, ContentType::Cbor, true).await
     }
-}
-
-/// Locks a mutex, also after a thread panicked while holding it (the data
-/// is a plain list, never left half-updated).
-pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }

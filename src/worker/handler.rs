@@ -75,7 +75,7 @@ impl Request {
 
     /// The stream chunks this handler call published so far.
     pub(crate) fn streamed(&self) -> Vec<Outgoing> {
-        crate::producer::lock(&self.recorder).clone()
+        crate::log::lock(&self.recorder).clone()
     }
 }
 
