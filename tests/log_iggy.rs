@@ -29,7 +29,7 @@ async fn server() -> Option<IggyTestLog> {
     match iggy_log().await {
         Ok(server) => Some(server),
         Err(why) => {
-            eprintln!("skipped: {why}");
+            iggy_support::say_skipped(&why);
             None
         }
     }

@@ -43,7 +43,7 @@ pub async fn fabrics(test: &str) -> Vec<Fabric> {
             let dir = tempfile::tempdir().expect("create a temporary directory");
             all.push(Fabric::new("iggy", log, spec, test, dir, found).await);
         }
-        Err(reason) => eprintln!("iggy: skipped: {reason}"),
+        Err(reason) => iggy::say_skipped(&reason),
     }
     all
 }

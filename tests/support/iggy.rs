@@ -61,6 +61,28 @@ pub fn unique_name(prefix: &str) -> String {
     format!("{prefix}-{}", ulid::Ulid::new().to_string().to_lowercase())
 }
 
+/// Says, once per test binary, that the Iggy half was skipped and why.
+///
+/// Written to stderr directly rather than with `eprintln!`, which the test
+/// harness captures and hides for passing tests: a skip must show in every
+/// run, also in CI.
+pub fn say_skipped(reason: &str) {
+    use std::io::Write;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static SAID: AtomicBool = AtomicBool::new(false);
+    if !SAID.swap(true, Ordering::SeqCst) {
+        let binary = std::env::current_exe()
+            .ok()
+            .and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+            .unwrap_or_default();
+        // Test binaries are named `<file>-<hash>`; the file says enough.
+        let binary = binary
+            .rsplit_once('-')
+            .map_or(binary.as_str(), |(name, _)| name);
+        let _ = writeln!(std::io::stderr(), "iggy: skipped ({binary}): {reason}");
+    }
+}
+
 /// Connects to a test Iggy server, or says why none is available.
 pub async fn iggy_log() -> Result<IggyTestLog, String> {
     let server = shared_server().await?;

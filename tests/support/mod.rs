@@ -85,7 +85,7 @@ pub async fn backends() -> Vec<TestLog> {
             });
             all.push(TestLog::new("iggy", log, reopen, first));
         }
-        Err(reason) => eprintln!("iggy: skipped: {reason}"),
+        Err(reason) => iggy::say_skipped(&reason),
     }
     all
 }
