@@ -149,9 +149,10 @@ impl AgentEnvelope {
         e
     }
 
-    /// A status with `operation` and `body`, as given. The body must match the
-    /// operation (an encoded card, an agent id); prefer
-    /// [`status_task`](Self::status_task), [`status_card`](Self::status_card),
+    /// A status with `operation` and `body`, as given. Any body is valid on
+    /// the wire, but readers expect the operation's convention (an encoded
+    /// card, an agent id); prefer [`status_task`](Self::status_task),
+    /// [`status_card`](Self::status_card),
     /// [`status_progress`](Self::status_progress) and
     /// [`status_quarantine`](Self::status_quarantine), which cannot get it wrong.
     pub fn status(

@@ -146,7 +146,10 @@ impl AgentEnvelope {
     }
 
     /// Checks the validity matrix, the closed operation vocabularies and
-    /// every cap of the contract.
+    /// every cap of the contract, no more: a body is checked for presence
+    /// only (never for its content), and metadata values only against the
+    /// caps. Read conventional bodies with [`card_body`](Self::card_body),
+    /// [`control_fact`](Self::control_fact) or `ErrorBody::decode_valid`.
     pub fn validate(&self) -> Result<(), ValidationError> {
         validate_envelope(self)
     }

@@ -48,6 +48,7 @@ mod presence;
 mod signature;
 mod signing;
 mod snapshot;
+mod status_body;
 mod usage;
 mod validate;
 
@@ -79,7 +80,7 @@ pub use metadata::{
     Float, Integer, IntegerRangeError, META_BRIDGE_HOPS, META_DATA_CLASSIFICATION, META_FENCE,
     META_ON_BEHALF_OF, META_PURPOSE, META_ROLE, META_RUN, META_SESSION_INTENT, META_TASK_CONTEXT,
     METADATA_MAX_ENTRIES, METADATA_MAX_KEY_LEN, METADATA_MAX_TOTAL_SIZE, METADATA_MAX_VALUE_SIZE,
-    Metadata, ROLES, Scalar,
+    Metadata, PinnedShapeError, ROLES, Scalar,
 };
 pub use operation::{
     EVENT_STATE_DELTA, EVENT_STATE_SNAPSHOT, StatusOperation, StreamPurpose, UnknownOperationError,
@@ -90,5 +91,6 @@ pub use presence::{AgentPresence, PRESENCE_VERSION};
 pub use signature::{ED25519_KEY_ID_LEN, ED25519_SIGNATURE_LEN, Signature, SignatureContext};
 pub use signing::{SIGNING_DOMAIN, signing_input};
 pub use snapshot::FoldSnapshot;
+pub use status_body::{ControlFact, StatusBodyError};
 pub use usage::TokenUsage;
 pub use validate::{Reason, Subject, TEXT_FIELD_MAX_LEN, ValidationError};

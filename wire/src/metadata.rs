@@ -472,7 +472,18 @@ impl Metadata {
         Ok(())
     }
 
-    /// The envelope metadata caps and the pinned keys' shapes.
+    /// Checks each pinned key present ([`META_ROLE`], [`META_BRIDGE_HOPS`],
+    /// [`META_FENCE`], ...) against its pinned shape: `role` one of
+    /// [`ROLES`], `bridge_hops` an array of text, `agdx.fence` an unsigned
+    /// integer, the others text. Not part of envelope validation (the
+    /// validity matrix and caps say nothing of metadata values, so a peer's
+    /// record is never refused for them): whoever acts on a pinned key calls
+    /// this, or checks that one value, and ignores a value it cannot use.
+    pub fn check_pinned(&self) -> Result<(), PinnedShapeError> {
+        self.0.iter().try_for_each(|(k, v)| check_pinned(k, v))
+    }
+
+    /// The envelope metadata caps (wire.md), and nothing else.
     pub(crate) fn check_envelope_rules(&self) -> Result<(), Problem> {
         self.check_shape()?;
         if self.0.len() > METADATA_MAX_ENTRIES {
@@ -503,7 +514,6 @@ impl Metadata {
                 ));
             }
             total += k.len() + size;
-            check_pinned(k, v)?;
         }
         if total > METADATA_MAX_TOTAL_SIZE {
             return Err(Problem::too_large(
@@ -517,8 +527,19 @@ impl Metadata {
     }
 }
 
-fn check_pinned(key: &str, value: &Scalar) -> Result<(), Problem> {
-    let Some((_, shape)) = PINNED.iter().find(|(k, _)| *k == key) else {
+/// A pinned metadata key whose value does not have the key's pinned shape
+/// (see [`Metadata::check_pinned`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("metadata key {key:?} must be {expected}")]
+pub struct PinnedShapeError {
+    /// The pinned key ([`META_ROLE`], [`META_FENCE`], ...).
+    pub key: &'static str,
+    /// The shape it must have, in words.
+    pub expected: &'static str,
+}
+
+fn check_pinned(key: &str, value: &Scalar) -> Result<(), PinnedShapeError> {
+    let Some(&(key, shape)) = PINNED.iter().find(|(k, _)| *k == key) else {
         return Ok(());
     };
     let ok = match shape {
@@ -532,16 +553,13 @@ fn check_pinned(key: &str, value: &Scalar) -> Result<(), Problem> {
     if ok {
         return Ok(());
     }
-    let want = match shape {
+    let expected = match shape {
         Shape::Text => "text",
         Shape::TextArray => "an array of text",
         Shape::Uint => "an unsigned integer",
         Shape::Role => "one of user, assistant, system, tool",
     };
-    Err(Problem::invalid(
-        format!("the pinned key {key:?} must be {want}"),
-        "pinned metadata keys have fixed shapes so every receiver reads them the same way",
-    ))
+    Err(PinnedShapeError { key, expected })
 }
 
 /// Sorting beats pairwise comparison once a hostile map grows large.

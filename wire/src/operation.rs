@@ -61,13 +61,18 @@ vocabulary! {
     StatusOperation ("status operation") {
         /// Task progress: needs `correlation` and `task_state`.
         Task => "task",
-        /// The agent's card: the body is an [`AgentCard`](crate::AgentCard).
+        /// The agent's card: by convention the body is an
+        /// [`AgentCard`](crate::AgentCard) (read it with
+        /// [`AgentEnvelope::card_body`](crate::AgentEnvelope::card_body)).
         Card => "card",
         /// Free-form progress.
         Progress => "progress",
-        /// A control fact: the body is the UTF-8 agent id being quarantined.
+        /// A control fact: by convention the body is the UTF-8 agent id being
+        /// quarantined (read it with
+        /// [`AgentEnvelope::control_fact`](crate::AgentEnvelope::control_fact)).
         Quarantine => "quarantine",
-        /// A control fact: the body is the UTF-8 agent id being released.
+        /// A control fact: by convention the body is the UTF-8 agent id being
+        /// released.
         Unquarantine => "unquarantine",
     }
 }

@@ -46,8 +46,16 @@ const KINDS: [Kind; 6] = [
     Kind::Error,
 ];
 
-const MATRIX: [(&str, [Cell; 6]); 13] = [
+/// How many fields the generator varies (the rows below).
+const FIELDS: usize = 18;
+
+const MATRIX: [(&str, [Cell; 6]); FIELDS] = [
     ("record", [R, R, R, O, R, R]),
+    ("target", [O, O, O, O, O, O]),
+    ("cause", [O, O, O, O, O, O]),
+    ("cause_at", [O, O, O, O, O, O]),
+    ("metadata", [O, O, O, O, O, O]),
+    ("signature", [O, O, O, O, O, O]),
     (
         "correlation",
         [R, R, O, R, RequiredWhen(OperationIsTask), R],
@@ -71,11 +79,10 @@ const MATRIX: [(&str, [Cell; 6]); 13] = [
     ("body", [R, R, R, RequiredUnless(Last), O, R]),
 ];
 
-/// The closed vocabularies.
+/// The closed vocabularies. A status body is unconstrained whatever the
+/// operation: cards and control facts are checked by the folds that read them.
 const STATUS_OPERATIONS: [&str; 5] = ["task", "card", "progress", "quarantine", "unquarantine"];
 const STREAM_PURPOSES: [&str; 3] = ["chat", "reasoning", "tool_args"];
-/// Status operations whose body carries the subject (a card, an agent id).
-const STATUS_BODY_REQUIRED: [&str; 3] = ["card", "quarantine", "unquarantine"];
 
 /// Operations the generator draws from: both vocabularies and an open one.
 const OPERATIONS: [&str; 8] = [
@@ -92,7 +99,7 @@ const OPERATIONS: [&str; 8] = [
 #[derive(Debug, Clone)]
 struct Shape {
     kind: Kind,
-    present: [bool; 13],
+    present: [bool; FIELDS],
     operation: &'static str,
     sequence: u64,
 }
@@ -133,11 +140,6 @@ fn violations(shape: &Shape) -> Vec<&'static str> {
     let op = present(shape, "operation").then_some(shape.operation);
     match (shape.kind, op) {
         (Kind::Status, Some(op)) if !STATUS_OPERATIONS.contains(&op) => wrong.push("operation"),
-        (Kind::Status, Some(op))
-            if STATUS_BODY_REQUIRED.contains(&op) && !present(shape, "body") =>
-        {
-            wrong.push("body")
-        }
         (Kind::Chunk, Some(op)) if holds(shape, SequenceZero) && !STREAM_PURPOSES.contains(&op) => {
             wrong.push("operation")
         }
@@ -146,7 +148,9 @@ fn violations(shape: &Shape) -> Vec<&'static str> {
     wrong
 }
 
-/// Builds the envelope; present bodies carry what the kind and operation need.
+/// Builds the envelope. A present body is the same opaque bytes whatever the
+/// kind and operation: the matrix says whether a body is there, never what it
+/// holds (a card, an agent id, an ErrorBody are conventions of the readers).
 fn build(shape: &Shape) -> AgentEnvelope {
     let p = |f| present(shape, f);
     let mut e = AgentEnvelope::bare(
@@ -155,6 +159,17 @@ fn build(shape: &Shape) -> AgentEnvelope {
         AgentId::new("agent-a").unwrap(),
     );
     e.record = p("record").then(|| RecordId::from_u128(1));
+    e.target = p("target").then(|| AgentId::new("agent-b").unwrap());
+    e.cause = p("cause").then(|| RecordId::from_u128(5));
+    e.cause_at = p("cause_at").then(|| "1/2/3/4".parse().unwrap());
+    // Metadata values are checked against the caps only, pinned keys too.
+    e.metadata = p("metadata").then(|| {
+        Metadata::new()
+            .with(META_ROLE, "developer")
+            .with(META_FENCE, -1i64)
+            .with("k", 1.5)
+    });
+    e.signature = p("signature").then(|| Signature::ed25519([1; 8], [2; 64]));
     e.correlation = p("correlation").then(|| CorrelationId::from_u128(3));
     e.channel = p("channel").then(|| ChannelId::from_u128(4));
     e.sequence = p("sequence").then_some(shape.sequence);
@@ -167,12 +182,7 @@ fn build(shape: &Shape) -> AgentEnvelope {
     e.tool = p("tool").then(|| "search".to_owned());
     e.usage = p("usage").then(|| TokenUsage::new(10, 2));
     if p("body") {
-        e.body = match (shape.kind, e.operation.as_deref()) {
-            (Kind::Error, _) => ErrorBody::new(ErrorCode::Internal).encode(),
-            (Kind::Status, Some("card")) => AgentCard::default().encode(),
-            (Kind::Status, Some("quarantine" | "unquarantine")) => b"agent-b".to_vec(),
-            _ => b"x".to_vec(),
-        };
+        e.body = b"\xffx".to_vec();
     }
     e
 }
@@ -180,7 +190,7 @@ fn build(shape: &Shape) -> AgentEnvelope {
 fn shape() -> impl Strategy<Value = Shape> {
     (
         prop::sample::select(KINDS.to_vec()),
-        any::<[bool; 13]>(),
+        any::<[bool; FIELDS]>(),
         prop::sample::select(OPERATIONS.to_vec()),
         prop::sample::select(vec![0u64, 1, 7]),
     )
@@ -195,7 +205,7 @@ fn shape() -> impl Strategy<Value = Shape> {
 /// Shapes biased towards validity: start from the table's required set for
 /// the kind, then flip a few fields, so accepted cases are common too.
 fn near_valid_shape() -> impl Strategy<Value = Shape> {
-    (shape(), prop::collection::vec(0..13usize, 0..3)).prop_map(|(mut s, flips)| {
+    (shape(), prop::collection::vec(0..FIELDS, 0..3)).prop_map(|(mut s, flips)| {
         let column = KINDS.iter().position(|k| *k == s.kind).unwrap();
         for (i, (_, cells)) in MATRIX.iter().enumerate() {
             s.present[i] = matches!(cells[column], R | RequiredUnless(_));
@@ -254,7 +264,7 @@ proptest! {
 fn every_kind_has_an_accepted_shape() {
     for kind in KINDS {
         let column = KINDS.iter().position(|k| *k == kind).unwrap();
-        let mut present = [false; 13];
+        let mut present = [false; FIELDS];
         for (i, (_, cells)) in MATRIX.iter().enumerate() {
             present[i] = matches!(cells[column], R | RequiredUnless(_));
         }
@@ -372,4 +382,180 @@ fn metadata_caps_are_exact() {
             unit: "bytes of keys and values"
         }
     );
+}
+
+fn status(operation: StatusOperation, body: &[u8]) -> AgentEnvelope {
+    let e = AgentEnvelope::status(
+        RecordId::from_u128(1),
+        ConversationId::from_u128(2),
+        AgentId::new("operator").unwrap(),
+        operation,
+        body.to_vec(),
+    );
+    if operation == StatusOperation::Task {
+        return e
+            .with_correlation(CorrelationId::from_u128(3))
+            .with_task_state(TaskState::Working);
+    }
+    e
+}
+
+/// wire.md: "the validator puts no constraint on a status body (any body, or
+/// none, is valid)"; a peer's bodyless card must not be refused or
+/// dead-lettered.
+#[test]
+fn a_status_body_is_unconstrained_whatever_the_operation() {
+    let card = AgentCard::default().encode();
+    let bodies: [&[u8]; 6] = [
+        b"",
+        b"not cbor",
+        b"two\nlines",
+        &[0xff, 0xfe],
+        &card,
+        b"agent-b",
+    ];
+    for operation in StatusOperation::ALL.iter().copied() {
+        for body in bodies {
+            assert_eq!(
+                status(operation, body).validate(),
+                Ok(()),
+                "status `{operation}` with body {body:?}"
+            );
+        }
+    }
+}
+
+/// The matrix requires an error's body, not its codec: the codec is named out
+/// of band (`agdx.ct`), and a claim-checked error carries a BodyRef.
+#[test]
+fn an_error_body_is_required_but_its_content_is_not_checked() {
+    let error = AgentEnvelope::error(
+        RecordId::from_u128(1),
+        ConversationId::from_u128(2),
+        AgentId::new("worker").unwrap(),
+        CorrelationId::from_u128(3),
+        &ErrorBody::new(ErrorCode::Internal),
+    );
+    let claim_checked = BodyRef::new("blob://sha256/ab", 1 << 20, [7; 32]).encode();
+    for body in [claim_checked, b"oops".to_vec(), vec![0xff]] {
+        let e = AgentEnvelope {
+            body: body.clone(),
+            ..error.clone()
+        };
+        assert_eq!(e.validate(), Ok(()), "error body {body:?}");
+    }
+    let empty = AgentEnvelope {
+        body: Vec::new(),
+        ..error
+    };
+    let err = empty.validate().unwrap_err();
+    assert_eq!((err.field, err.reason), ("body", Reason::Missing));
+}
+
+/// The pinned metadata keys name meanings, not wire rules: the matrix and the
+/// caps say nothing of their values, so `validate` accepts any scalar there
+/// and readers check the shape with `Metadata::check_pinned`.
+#[test]
+fn pinned_metadata_values_are_not_checked_by_validate() {
+    let off_shape = Metadata::new()
+        .with(META_ROLE, "developer")
+        .with(META_BRIDGE_HOPS, "a2a")
+        .with(META_FENCE, -1i64);
+    let event = AgentEnvelope::event(
+        RecordId::from_u128(1),
+        ConversationId::from_u128(2),
+        AgentId::new("ledger").unwrap(),
+        b"x".to_vec(),
+    )
+    .with_metadata(off_shape.clone());
+    assert_eq!(event.validate(), Ok(()));
+    let err = off_shape.check_pinned().unwrap_err();
+    assert_eq!(err.key, META_ROLE);
+    assert_eq!(
+        err.to_string(),
+        "metadata key \"role\" must be one of user, assistant, system, tool"
+    );
+    let hops = Metadata::new().with(META_BRIDGE_HOPS, "a2a");
+    assert_eq!(hops.check_pinned().unwrap_err().key, META_BRIDGE_HOPS);
+    let fence = Metadata::new().with(META_FENCE, -1i64);
+    assert_eq!(fence.check_pinned().unwrap_err().key, META_FENCE);
+    let fine = Metadata::new()
+        .with(META_ROLE, "tool")
+        .with(META_BRIDGE_HOPS, vec![Scalar::from("a2a")])
+        .with(META_FENCE, 7u64)
+        .with("anything", -1i64);
+    assert_eq!(fine.check_pinned(), Ok(()));
+}
+
+/// Every cap of wire.md, from both sides: the cap itself is accepted, one
+/// more is refused (no stricter, no looser).
+#[test]
+fn caps_are_exact() {
+    let long = |n: usize| "x".repeat(n);
+    let command = || {
+        AgentEnvelope::command(
+            RecordId::from_u128(1),
+            ConversationId::from_u128(2),
+            AgentId::new("planner").unwrap(),
+            CorrelationId::from_u128(3),
+            None,
+            b"x".to_vec(),
+        )
+    };
+    let response = || {
+        AgentEnvelope::response(
+            RecordId::from_u128(1),
+            ConversationId::from_u128(2),
+            AgentId::new("worker").unwrap(),
+            CorrelationId::from_u128(3),
+            b"x".to_vec(),
+        )
+    };
+    let too_large = |r: Result<(), ValidationError>, field: &str| {
+        let e = r.unwrap_err();
+        assert_eq!(e.field, field, "{e}");
+        assert!(matches!(e.reason, Reason::TooLarge { .. }), "{e}");
+    };
+    assert_eq!(command().with_operation(long(256)).validate(), Ok(()));
+    too_large(command().with_operation(long(257)).validate(), "operation");
+    assert_eq!(command().with_tool(long(256)).validate(), Ok(()));
+    too_large(command().with_tool(long(257)).validate(), "tool");
+    assert_eq!(response().with_finish_reason(long(256)).validate(), Ok(()));
+    too_large(
+        response().with_finish_reason(long(257)).validate(),
+        "finish_reason",
+    );
+
+    // Ids and keys are checked when they are made (and decoded).
+    assert!(AgentId::new(long(256)).is_ok());
+    assert_eq!(AgentId::new(long(257)), Err(AgentIdError::TooLong(257)));
+    assert!(IdempotencyKey::new(long(64)).is_ok());
+    assert_eq!(
+        IdempotencyKey::new(long(65)),
+        Err(IdempotencyKeyError::TooLong(65))
+    );
+
+    let card = |name: usize, skill: usize, capabilities: usize| AgentCard {
+        name: Some(long(name)),
+        version: Some(long(name)),
+        capabilities: (0..capabilities)
+            .map(|i| CapabilityDescriptor::new(format!("{i}{}", long(skill - 1))))
+            .collect(),
+        ttl_micros: None,
+    };
+    assert_eq!(card(256, 256, 9).validate(), Ok(()));
+    assert_eq!(card(1, 1, 64).validate(), Ok(()));
+    too_large(card(257, 1, 1).validate(), "name");
+    too_large(card(1, 257, 1).validate(), "skill_id");
+    too_large(card(1, 1, 65).validate(), "capabilities");
+    let version_only = AgentCard {
+        version: Some(long(257)),
+        ..AgentCard::default()
+    };
+    too_large(version_only.validate(), "version");
+
+    assert_eq!(BodyRef::new(long(1), 0, [0; 32]).validate(), Ok(()));
+    assert_eq!(BodyRef::new(long(1024), 0, [0; 32]).validate(), Ok(()));
+    too_large(BodyRef::new(long(1025), 0, [0; 32]).validate(), "reference");
+    assert!(BodyRef::new("", 0, [0; 32]).validate().is_err());
 }
