@@ -104,15 +104,10 @@ impl DirBlobStore {
     }
 }
 
-/// Lower-case hex digits of `bytes`.
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 #[async_trait]
 impl BlobStore for DirBlobStore {
     async fn put(&self, bytes: Vec<u8>, sha256: [u8; 32]) -> Result<String, BlobError> {
-        let reference = format!("{REFERENCE_PREFIX}{}", hex(&sha256));
+        let reference = format!("{REFERENCE_PREFIX}{}", hex::encode(sha256));
         let path = self.path_of(&reference)?;
         let dir = self.dir.clone();
         tokio::task::spawn_blocking(move || -> std::io::Result<()> {

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use agdx_wire::{BodyRef, ContentType, WireError};
 use sha2::{Digest, Sha256};
 
-use crate::blob::{BlobError, BlobStore, hex};
+use crate::blob::{BlobError, BlobStore};
 
 /// Default threshold: bodies above 256 KiB go to the blob store.
 pub const DEFAULT_CLAIM_CHECK_THRESHOLD: usize = 256 * 1024;
@@ -152,8 +152,8 @@ impl ClaimCheck {
         if actual != body_ref.sha256 {
             return Err(ClaimCheckError::DigestMismatch {
                 reference: body_ref.reference,
-                expected: hex(&body_ref.sha256),
-                actual: hex(&actual),
+                expected: hex::encode(body_ref.sha256),
+                actual: hex::encode(actual),
             });
         }
         Ok(bytes)

@@ -188,8 +188,149 @@ fn decode_shows_ids_positions_and_bytes_readably() {
     assert_eq!(json["record"].as_str().map(str::len), Some(26));
     assert_eq!(json["cause_at"], "1/2/3/41");
     assert_eq!(json["body"], "incident 42");
-    assert_eq!(json["signature"]["key_id"]["base64"], "q6urq6urq6s=");
+    assert_eq!(json["signature"]["key_id"], "abababababababab");
     assert_eq!(json["metadata"]["ratio"], 0.1);
+}
+
+fn decode_json(path: &Path, ty: &str) -> serde_json::Value {
+    let file = path.to_str().expect("utf-8");
+    let out = agdx(&["wire", "decode", "--type", ty, file], None);
+    assert!(
+        out.status.success(),
+        "decode {file}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON")
+}
+
+fn decode_fixture(name: &str, ty: &str) -> serde_json::Value {
+    decode_json(
+        &PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("fixtures")
+            .join(name),
+        ty,
+    )
+}
+
+/// Bytes that happen to be valid UTF-8 (here 0x01 and 0x02, or a BodyRef's
+/// CBOR) used to print as strings of control characters.
+#[test]
+fn decode_prints_byte_fields_as_lowercase_hex() {
+    let json = decode_fixture("envelope_status_quarantine.bin", "envelope");
+    assert_eq!(json["signature"]["key_id"], "0101010101010101");
+    assert_eq!(json["signature"]["bytes"], "02".repeat(64));
+    assert_eq!(json["body"], "rogue");
+
+    let json = decode_fixture("body_ref.bin", "body-ref");
+    assert_eq!(json["sha256"], "09".repeat(32));
+
+    let json = decode_fixture("envelope_error_claim_checked.bin", "envelope");
+    let hex = json["body"]["hex"]
+        .as_str()
+        .expect("a claim-checked body is hex");
+    assert!(hex.starts_with("a369"), "{hex}");
+    assert!(hex.chars().all(|c| matches!(c, '0'..='9' | 'a'..='f')));
+
+    let json = decode_fixture("dead_letter.bin", "dead-letter");
+    assert_eq!(json["payload"], serde_json::json!({"hex": "ff00"}));
+
+    // Text stays text, line breaks and tabs included.
+    let json = decode_fixture(
+        "envelope_status_quarantine_body_not_an_agent.bin",
+        "envelope",
+    );
+    assert_eq!(json["body"], "two\nlines");
+}
+
+/// Walks every string of a decoded payload.
+fn strings<'a>(json: &'a serde_json::Value, out: &mut Vec<&'a str>) {
+    match json {
+        serde_json::Value::String(s) => out.push(s),
+        serde_json::Value::Array(items) => items.iter().for_each(|i| strings(i, out)),
+        serde_json::Value::Object(map) => map.values().for_each(|v| strings(v, out)),
+        _ => {}
+    }
+}
+
+#[test]
+fn decode_never_prints_control_characters_for_bytes() {
+    let mut positives: Vec<(PathBuf, String)> = our_fixtures()
+        .into_iter()
+        .filter(|(_, _, expect)| expect == "valid")
+        .map(|(path, ty, _)| (path, ty))
+        .collect();
+    if let Some(dir) = peer_dir() {
+        positives.extend(
+            peer_fixtures(&dir)
+                .into_iter()
+                .filter(|(_, _, valid)| *valid)
+                .map(|(path, ty, _)| (path, ty.to_owned())),
+        );
+    }
+    for (path, ty) in positives {
+        let json = decode_json(&path, &ty);
+        let mut all = Vec::new();
+        strings(&json, &mut all);
+        for s in all {
+            assert!(
+                !s.chars()
+                    .any(|c| c.is_control() && !matches!(c, '\t' | '\n' | '\r')),
+                "{} prints {s:?}",
+                path.display()
+            );
+        }
+    }
+}
+
+#[test]
+fn encode_reads_hex_and_explains_bad_hex() {
+    let signature = br#"{"scheme": "ed25519", "key_id": "00ff00ff00ff00ff",
+        "bytes": {BYTES}}"#;
+    let signature =
+        String::from_utf8_lossy(signature).replace("{BYTES}", &format!("\"{}\"", "7f".repeat(64)));
+    let out = agdx(
+        &["wire", "encode", "--type", "signature"],
+        Some(signature.as_bytes()),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut expected = vec![0xa3, 0x66];
+    expected.extend_from_slice(b"scheme");
+    expected.extend_from_slice(&[0x01, 0x66]);
+    expected.extend_from_slice(b"key_id");
+    expected.extend_from_slice(&[0x48, 0x00, 0xff, 0x00, 0xff, 0x00, 0xff, 0x00, 0xff, 0x65]);
+    expected.extend_from_slice(b"bytes");
+    expected.extend_from_slice(&[0x58, 0x40]);
+    expected.extend_from_slice(&[0x7f; 64]);
+    assert_eq!(out.stdout, expected);
+
+    let body = br#"{"kind": "event", "record": "01J0Y1ZAG00000000000000001",
+        "conversation": "01J0Y1ZAG00000000000000002", "source": "a", "body": {"hex": "00ff"}}"#;
+    let out = agdx(&["wire", "encode"], Some(body));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.stdout
+            .ends_with(&[0x64, b'b', b'o', b'd', b'y', 0x42, 0x00, 0xff])
+    );
+
+    let bad = signature.replace("00ff00ff00ff00ff", "not hex!");
+    let out = agdx(
+        &["wire", "encode", "--type", "signature"],
+        Some(bad.as_bytes()),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("`key_id`") && stderr.contains("lowercase hex"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -218,6 +359,10 @@ fn help_describes_the_commands() {
     for word in ["check", "decode", "encode"] {
         assert!(help.contains(word), "{help}");
     }
+    assert!(
+        help.contains("lowercase hex") && help.contains("{\"hex\": \"...\"}"),
+        "{help}"
+    );
     let out = agdx(&["wire", "check", "--help"], None);
     let help = String::from_utf8_lossy(&out.stdout);
     assert!(

@@ -54,6 +54,18 @@ pub enum Command {
     /// Print annotated example sessions to copy.
     Examples,
     /// Check, decode and encode AGDX wire payloads (envelopes and capsules).
+    ///
+    /// The JSON form (printed by `decode`, read by `encode`): ids are their
+    /// 26-character text, log positions stream/topic/partition/offset,
+    /// dictionaries their names (a number for an unknown code). Bytes are
+    /// written as each field's schema says, so `decode | encode` gives back
+    /// the same bytes: a signature's `key_id` and `bytes` and a BodyRef's
+    /// `sha256` are always lowercase hex; opaque content (an envelope's
+    /// `body`, a dead letter's `payload`, a snapshot's `state`) is a string
+    /// when it is UTF-8 text (tabs and line breaks allowed, no other control
+    /// characters) and {"hex": "..."} otherwise. An error envelope's body
+    /// and a dead letter's payload are shown decoded when they decode and
+    /// re-encode to the same bytes.
     #[command(subcommand)]
     Wire(wire::WireCommand),
 }

@@ -28,10 +28,10 @@ pub enum WireCommand {
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
-    /// Decode one payload and print it as pretty JSON: ids as their
-    /// 26-character text, log positions as stream/topic/partition/offset,
-    /// byte fields as UTF-8 text or {"base64": "..."}. An invalid payload
-    /// prints the reason on standard error and exits 1.
+    /// Decode one payload and print it as pretty JSON (the form `agdx wire
+    /// --help` describes: digests and keys in lowercase hex, bodies as text
+    /// or {"hex": "..."}). An invalid payload prints the reason on standard
+    /// error and exits 1.
     Decode {
         /// The payload type the file holds.
         #[arg(long = "type", value_enum, default_value_t = PayloadType::Envelope)]

@@ -1,12 +1,20 @@
 //! The JSON view of wire payloads used by `agdx wire decode` / `encode`.
 //!
 //! Ids are their 26-character text, log positions `stream/topic/partition/
-//! offset`, dictionaries their names (a number when the code is unknown),
-//! byte fields UTF-8 text when they are valid UTF-8 and `{"base64": "..."}`
-//! otherwise. A dead letter's payload and an error envelope's body are shown
-//! decoded when they decode and re-encode to the same bytes. Objects keep
-//! their key order, so metadata order (and thus the bytes) survives a round
-//! trip.
+//! offset`, dictionaries their names (a number when the code is unknown).
+//!
+//! Whether bytes print as text or hex is decided by the field, never guessed
+//! from the value alone, so `decode | encode` is byte-identical:
+//! - digests and keys (a signature's `key_id` and `bytes`, a BodyRef's
+//!   `sha256`) are always a lowercase hex string;
+//! - opaque content (an envelope `body`, a dead letter's `payload`, a
+//!   snapshot's `state`) is a JSON string when it is UTF-8 text without
+//!   control characters other than tab, newline and carriage return, and
+//!   `{"hex": "..."}` otherwise; a string reads back as its UTF-8 bytes.
+//!
+//! A dead letter's payload and an error envelope's body are shown decoded
+//! when they decode and re-encode to the same bytes. Objects keep their key
+//! order, so metadata order (and thus the bytes) survives a round trip.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -19,8 +27,6 @@ use agdx_wire::{
     Metadata, RecordId, Scalar, Signature, SignatureContext, SignatureScheme, TaskState,
     TokenUsage, WirePayload,
 };
-use base64::Engine as _;
-use base64::engine::general_purpose::STANDARD as BASE64;
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 
@@ -234,23 +240,45 @@ fn show<T: fmt::Display>(v: T) -> Json {
     Json::String(v.to_string())
 }
 
+/// The key of the object that holds opaque bytes which are not text.
+const HEX: &str = "hex";
+
+/// Digests and keys: always lowercase hex.
+fn hex_json(bytes: &[u8]) -> Json {
+    Json::String(hex::encode(bytes))
+}
+
+fn hex_from(json: Json) -> Result<Vec<u8>, String> {
+    let digits = text(json).map_err(|_| "expected a string of lowercase hex".to_owned())?;
+    hex::decode(&digits).map_err(|e| {
+        format!("{digits:?} is not lowercase hex (two digits per byte, as `decode` prints): {e}")
+    })
+}
+
+/// Opaque content: text when it reads as text, else `{"hex": "..."}`.
 pub(crate) fn bytes_json(bytes: &[u8]) -> Json {
+    let readable = |s: &str| {
+        !s.chars()
+            .any(|c| c.is_control() && !matches!(c, '\t' | '\n' | '\r'))
+    };
     match std::str::from_utf8(bytes) {
-        Ok(s) => Json::String(s.to_owned()),
-        Err(_) => Obj::default().put("base64", BASE64.encode(bytes)).done(),
+        Ok(s) if readable(s) => Json::String(s.to_owned()),
+        _ => Obj::default().put(HEX, hex::encode(bytes)).done(),
     }
+}
+
+fn is_hex_object(json: &Json) -> bool {
+    matches!(json, Json::Object(entries) if entries.len() == 1 && entries[0].0 == HEX)
 }
 
 fn bytes_from(json: Json) -> Result<Vec<u8>, String> {
     match json {
         Json::String(s) => Ok(s.into_bytes()),
-        Json::Object(_) => {
+        json if is_hex_object(&json) => {
             let mut f = Fields::new("a byte string", json)?;
-            let b64 = text(f.req("base64")?)?;
-            f.finish()?;
-            BASE64.decode(b64).map_err(|e| format!("bad base64: {e}"))
+            f.req_map(HEX, hex_from)
         }
-        _ => Err("expected a UTF-8 string or {\"base64\": \"...\"}".into()),
+        _ => Err("expected UTF-8 text or {\"hex\": \"...\"}".into()),
     }
 }
 
@@ -264,10 +292,8 @@ fn nested_json<T: JsonCodec>(bytes: &[u8]) -> Json {
 }
 
 fn nested_from<T: JsonCodec>(json: Json) -> Result<Vec<u8>, String> {
-    match &json {
-        Json::Object(entries) if !entries.iter().any(|(k, _)| k == "base64") => {
-            T::from_json(json).map(|v| v.encode())
-        }
+    match json {
+        Json::Object(_) if !is_hex_object(&json) => T::from_json(json).map(|v| v.encode()),
         _ => bytes_from(json),
     }
 }
@@ -483,8 +509,8 @@ impl JsonCodec for Signature {
     fn to_json(&self) -> Json {
         Obj::default()
             .put("scheme", self.scheme.to_json())
-            .put("key_id", bytes_json(&self.key_id))
-            .put("bytes", bytes_json(&self.bytes))
+            .put("key_id", hex_json(&self.key_id))
+            .put("bytes", hex_json(&self.bytes))
             .opt("context", self.context.as_ref(), JsonCodec::to_json)
             .done()
     }
@@ -492,8 +518,8 @@ impl JsonCodec for Signature {
         let mut f = Fields::new("signature", json)?;
         let sig = Signature {
             scheme: f.req_map("scheme", DictJson::from_json)?,
-            key_id: f.req_map("key_id", bytes_from)?,
-            bytes: f.req_map("bytes", bytes_from)?,
+            key_id: f.req_map("key_id", hex_from)?,
+            bytes: f.req_map("bytes", hex_from)?,
             context: f.map("context", SignatureContext::from_json)?,
         };
         f.finish()?;
@@ -528,13 +554,13 @@ impl JsonCodec for BodyRef {
         Obj::default()
             .put("reference", self.reference.clone())
             .put("size_bytes", self.size_bytes)
-            .put("sha256", bytes_json(&self.sha256))
+            .put("sha256", hex_json(&self.sha256))
             .opt("encryption", self.encryption, |e| Json::from(u64::from(e)))
             .done()
     }
     fn from_json(json: Json) -> Result<Self, String> {
         let mut f = Fields::new("body ref", json)?;
-        let sha = f.req_map("sha256", bytes_from)?;
+        let sha = f.req_map("sha256", hex_from)?;
         let body_ref = BodyRef {
             reference: f.req_map("reference", text)?,
             size_bytes: f.req_map("size_bytes", uint)?,
