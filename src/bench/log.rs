@@ -22,6 +22,12 @@
 //! topic, its own and the other's. The report gives the ratio of the two.
 //! The bench stream is deleted afterwards when the plain client is there to
 //! do it.
+//!
+//! The comparison is like for like in either durability mode of the log
+//! (see [`crate::log::iggy::Durability`]): with `fsync`, each of our appends
+//! is flushed with fsync before it returns, and the plain client flushes
+//! the same way after each send; with `server`, neither flushes. The
+//! target's durability must be the log's.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -33,6 +39,7 @@ use iggy::prelude::{HeaderKey, HeaderValue as IggyHeaderValue, IggyError, IggyMe
 
 use super::plain::PlainClient;
 pub use super::plain::PlainIggyTarget;
+use crate::log::iggy::Durability;
 use crate::log::{LogError, OutgoingRecord, SharedLog, TopicInfo};
 
 /// What to run.
@@ -115,6 +122,8 @@ pub struct LogBenchReport {
     pub ours: BenchFigures,
     /// Through the plain `iggy` client, when it ran.
     pub plain: Option<BenchFigures>,
+    /// The durability both clients appended with, on Iggy.
+    pub durability: Option<Durability>,
 }
 
 impl LogBenchReport {
@@ -135,8 +144,9 @@ impl fmt::Display for LogBenchReport {
         let o = &self.options;
         writeln!(
             f,
-            "log bench on {}: {} records of {} B{}, batches of {}, {} partitions{}",
+            "log bench on {}{}: {} records of {} B{}, batches of {}, {} partitions{}",
             self.log,
+            durability_note(self.durability),
             o.records,
             o.size,
             if o.headers { " with agent headers" } else { "" },
@@ -175,6 +185,19 @@ impl fmt::Display for LogBenchReport {
             )?;
         }
         Ok(())
+    }
+}
+
+/// How the reports name a durability mode: what each side does per append.
+pub(crate) fn durability_note(durability: Option<Durability>) -> &'static str {
+    match durability {
+        Some(Durability::Fsync) => {
+            " with durability=fsync (every append, ours and plain, flushed with fsync before it returns)"
+        }
+        Some(Durability::Server) => {
+            " with durability=server (appends answered as the server is configured, no flushes)"
+        }
+        None => "",
     }
 }
 
@@ -353,6 +376,7 @@ pub async fn run_log_bench(
         payload: vec![b'a'; opts.size],
         headers: opts.headers,
     };
+    let durability = plain.as_ref().map(PlainIggyTarget::durability);
     let (ours, plain) = match plain {
         Some(target) => {
             let client = PlainClient::connect(&target).await?;
@@ -375,6 +399,7 @@ pub async fn run_log_bench(
         options: opts,
         ours,
         plain,
+        durability,
     })
 }
 
@@ -458,6 +483,7 @@ mod tests {
             },
             ours: figures(2),
             plain: Some(figures(1)),
+            durability: Some(Durability::Fsync),
         };
         assert_eq!(report.ratios(), Some((0.5, 0.5)));
         let text = report.to_string();
@@ -465,5 +491,6 @@ mod tests {
             text.contains("plain iggy") && text.contains("agdx/plain") && text.contains("0.50"),
             "{text}"
         );
+        assert!(text.contains("durability=fsync"), "{text}");
     }
 }

@@ -9,7 +9,9 @@
 //! sent concurrently. What is timed is AGDX building, checking and appending
 //! its commands against the plain client only sending finished records. The
 //! two take turns batch by batch, who goes first alternating, so both meet
-//! the same server state and the same load from elsewhere.
+//! the same server state and the same load from elsewhere. In the log's
+//! durability mode `fsync` the plain client flushes each partition it sent
+//! to with fsync, as our appends do; with `server` neither flushes.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -22,7 +24,9 @@ use iggy::prelude::IggyMessage;
 use tokio_util::sync::CancellationToken;
 
 use super::BenchError;
+use super::log::durability_note;
 use super::plain::{PlainClient, PlainIggyTarget, typed_headers};
+use crate::log::iggy::Durability;
 use crate::log::{SharedLog, TopicInfo};
 use crate::producer::{CommandRequest, Producer};
 use crate::topology::TopologyConfig;
@@ -65,6 +69,8 @@ pub struct PipelineBenchReport {
     pub plain_publish: Option<Duration>,
     /// Time from starting the worker pool until every command was committed.
     pub drain: Duration,
+    /// The durability both clients appended with, on Iggy.
+    pub durability: Option<Durability>,
 }
 
 impl PipelineBenchReport {
@@ -93,8 +99,13 @@ impl fmt::Display for PipelineBenchReport {
         let o = &self.options;
         writeln!(
             f,
-            "pipeline bench on {}: {} commands of {} bytes, published in batches of {}, {} partitions, echo worker in-process",
-            self.log, o.commands, o.size, o.batch, o.partitions
+            "pipeline bench on {}{}: {} commands of {} bytes, published in batches of {}, {} partitions, echo worker in-process",
+            self.log,
+            durability_note(self.durability),
+            o.commands,
+            o.size,
+            o.batch,
+            o.partitions
         )?;
         writeln!(
             f,
@@ -151,6 +162,7 @@ pub async fn run_pipeline_bench(
         .map(|i| batch.min(options.commands - i * batch))
         .collect();
 
+    let durability = plain.as_ref().map(PlainIggyTarget::durability);
     let mut plain = match plain {
         Some(target) => {
             let plain_topic = log
@@ -221,6 +233,7 @@ pub async fn run_pipeline_bench(
         publish,
         plain_publish,
         drain,
+        durability,
     })
 }
 
@@ -298,10 +311,12 @@ mod tests {
             publish: Duration::from_secs(2),
             plain_publish: Some(Duration::from_secs(1)),
             drain: Duration::from_secs(4),
+            durability: Some(Durability::Server),
         };
         assert_eq!(report.publish_ratio(), Some(0.5));
         let text = report.to_string();
         assert!(text.contains("publish ratio ours/plain 0.50"), "{text}");
+        assert!(text.contains("durability=server"), "{text}");
         report.plain_publish = None;
         assert_eq!(report.publish_ratio(), None);
         assert!(!report.to_string().contains("plain"));

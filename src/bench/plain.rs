@@ -9,26 +9,41 @@ use iggy::prelude::{
     IggyMessage, MessageClient, Partitioning, PollingStrategy, StreamClient,
 };
 
+use crate::log::iggy::Durability;
 use crate::log::{LogError, LogSpec, TopicInfo};
 
-/// An Iggy server to run a workload against with the plain `iggy` client.
+/// An Iggy server to run a workload against with the plain `iggy` client,
+/// and the durability the plain client gives its sends so that it does the
+/// work agdx does: with [`Durability::Fsync`] each send is followed by the
+/// flush agdx makes (`flush_unsaved_buffer` with fsync for the partition).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PlainIggyTarget {
     url: String,
+    durability: Durability,
 }
 
 impl PlainIggyTarget {
-    /// The server of an `iggy://USER:PASSWORD@HOST:PORT` connection string.
-    pub fn new(url: impl Into<String>) -> Self {
-        Self { url: url.into() }
+    /// The server of an `iggy://USER:PASSWORD@HOST:PORT` connection string
+    /// of the Iggy client (no `durability` option in it).
+    pub fn new(url: impl Into<String>, durability: Durability) -> Self {
+        Self {
+            url: url.into(),
+            durability,
+        }
     }
 
-    /// The server a log spec names, `None` for the embedded log.
+    /// The server a log spec names, with the spec's durability; `None` for
+    /// the embedded log.
     pub fn for_spec(spec: &LogSpec) -> Option<Self> {
         match spec {
-            LogSpec::Iggy(url) => Some(Self::new(url.clone())),
+            LogSpec::Iggy { url, durability } => Some(Self::new(url.clone(), *durability)),
             LogSpec::Embedded(_) => None,
         }
+    }
+
+    /// Whether the plain client flushes after each send.
+    pub fn durability(&self) -> Durability {
+        self.durability
     }
 }
 
@@ -90,6 +105,7 @@ fn typed_value(value: &HeaderValue) -> Result<IggyHeaderValue, IggyError> {
 pub(crate) struct PlainClient {
     client: IggyClient,
     target: String,
+    durability: Durability,
     reader: Consumer,
 }
 
@@ -104,6 +120,7 @@ impl PlainClient {
         let plain = Self {
             client,
             target: target.url.rsplit('@').next().unwrap_or_default().to_owned(),
+            durability: target.durability,
             reader: Consumer::default(),
         };
         plain
@@ -127,6 +144,8 @@ impl PlainClient {
         Ok((numeric(topic.stream_id)?, numeric(topic.topic_id)?))
     }
 
+    /// Sends `messages` to `partition`, then, with [`Durability::Fsync`],
+    /// flushes the partition with fsync.
     pub(crate) async fn send(
         &self,
         topic: &TopicInfo,
@@ -142,7 +161,14 @@ impl PlainClient {
                 messages,
             )
             .await
-            .map_err(|e| self.error("sending", e))
+            .map_err(|e| self.error("sending", e))?;
+        if self.durability == Durability::Fsync {
+            self.client
+                .flush_unsaved_buffer(&stream, &topic_id, partition, true)
+                .await
+                .map_err(|e| self.error("flushing", e))?;
+        }
+        Ok(())
     }
 
     /// Reads up to `batch` records of `partition` from `from`, reading each

@@ -6,6 +6,9 @@ use agdx::bench::ask::{AskBenchOptions, run_ask_bench};
 use agdx::bench::log::{LogBenchOptions, PlainIggyTarget, run_log_bench};
 use agdx::bench::pipeline::{PipelineBenchOptions, run_pipeline_bench};
 
+use agdx::log::LogSpec;
+use agdx::log::iggy::Durability;
+
 use super::context::{Failure, Global};
 
 /// Benchmarks. Each runs in a new stream named `bench-...` (or
@@ -13,14 +16,15 @@ use super::context::{Failure, Global};
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
     /// Append then poll records through the log port; on Iggy, also through
-    /// the plain iggy client on the same server, with the ratio ours/plain.
+    /// the plain iggy client on the same server, with the ratio ours/plain,
+    /// once per durability mode (fsync, then server).
     Log(LogArgs),
     /// Round trips (ask → in-process echo worker → reply): latency percentiles and requests/s.
     Ask(AskArgs),
     /// Commands produced up front, then drained by a worker pool that
     /// commits after each reply: commands/s for both phases. On Iggy, the
     /// plain iggy client also publishes the same records, with the ratio
-    /// ours/plain.
+    /// ours/plain, once per durability mode (fsync, then server).
     Pipeline(PipelineArgs),
 }
 
@@ -73,10 +77,8 @@ pub struct PipelineArgs {
 }
 
 pub async fn run(global: &Global, command: BenchCommand) -> Result<(), Failure> {
-    let log = global.open().await?;
     match command {
         BenchCommand::Log(args) => {
-            let plain = PlainIggyTarget::for_spec(&global.spec()?);
             let options = LogBenchOptions {
                 records: args.records,
                 size: args.size,
@@ -84,7 +86,11 @@ pub async fn run(global: &Global, command: BenchCommand) -> Result<(), Failure> 
                 partitions: args.partitions,
                 ..LogBenchOptions::default()
             };
-            println!("{}", run_log_bench(log, plain, options).await?);
+            for spec in in_every_mode(global.spec()?) {
+                let log = spec.open().await?;
+                let plain = PlainIggyTarget::for_spec(&spec);
+                println!("{}", run_log_bench(log, plain, options.clone()).await?);
+            }
         }
         BenchCommand::Ask(args) => {
             let options = AskBenchOptions {
@@ -93,18 +99,33 @@ pub async fn run(global: &Global, command: BenchCommand) -> Result<(), Failure> 
                 size: args.size,
                 partitions: args.partitions,
             };
-            println!("{}", run_ask_bench(log, options).await?);
+            println!("{}", run_ask_bench(global.open().await?, options).await?);
         }
         BenchCommand::Pipeline(args) => {
-            let plain = PlainIggyTarget::for_spec(&global.spec()?);
             let options = PipelineBenchOptions {
                 commands: args.commands,
                 size: args.size,
                 batch: args.batch,
                 partitions: args.partitions,
             };
-            println!("{}", run_pipeline_bench(log, plain, options).await?);
+            for spec in in_every_mode(global.spec()?) {
+                let log = spec.open().await?;
+                let plain = PlainIggyTarget::for_spec(&spec);
+                println!("{}", run_pipeline_bench(log, plain, options.clone()).await?);
+            }
         }
     }
     Ok(())
+}
+
+/// The log once per durability mode on Iggy, to show what durability costs
+/// (the default mode first); the embedded log once.
+fn in_every_mode(spec: LogSpec) -> Vec<LogSpec> {
+    match spec {
+        LogSpec::Iggy { .. } => Durability::ALL
+            .into_iter()
+            .map(|mode| spec.clone().with_durability(mode))
+            .collect(),
+        embedded => vec![embedded],
+    }
 }

@@ -5,45 +5,68 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::Arc;
 
+use super::iggy::{Durability, UnknownDurability, join_durability, split_durability};
+
 /// Which log to use, as written on the command line or in `AGDX_LOG`.
 ///
 /// ```
 /// use agdx::log::LogSpec;
+/// use agdx::log::iggy::Durability;
 /// let spec: LogSpec = "embedded:.agdx".parse().unwrap();
 /// assert_eq!(spec, LogSpec::Embedded(".agdx".into()));
-/// assert!("iggy://iggy:iggy@127.0.0.1:8090".parse::<LogSpec>().is_ok());
+/// let spec: LogSpec = "iggy://iggy:iggy@127.0.0.1:8090?durability=server".parse().unwrap();
+/// assert_eq!(
+///     spec,
+///     LogSpec::Iggy {
+///         url: "iggy://iggy:iggy@127.0.0.1:8090".into(),
+///         durability: Durability::Server,
+///     }
+/// );
 /// assert!("kafka://x".parse::<LogSpec>().is_err());
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LogSpec {
     /// The embedded log in a local directory.
     Embedded(PathBuf),
-    /// An Apache Iggy server, by its `iggy://USER:PASSWORD@HOST:PORT` connection string.
-    Iggy(String),
+    /// An Apache Iggy server.
+    Iggy {
+        /// The `iggy://USER:PASSWORD@HOST:PORT[?options]` connection string
+        /// with the options of the Iggy client, without `durability`.
+        url: String,
+        /// What an append waits for (the `durability` option).
+        durability: Durability,
+    },
 }
 
 /// The default log: the embedded log in `./.agdx`.
 pub const DEFAULT_LOG: &str = "embedded:.agdx";
 
-/// A log spec that is neither `embedded:PATH` nor `iggy://...`.
+/// A log spec that names no log agdx can open.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "unknown log {0:?}: use `embedded:PATH` (a local directory, e.g. embedded:.agdx) or `iggy://USER:PASSWORD@HOST:PORT` (e.g. iggy://iggy:iggy@127.0.0.1:8090)"
-)]
-pub struct LogSpecError(String);
+pub enum LogSpecError {
+    /// Neither `embedded:PATH` nor `iggy://...`.
+    #[error(
+        "unknown log {0:?}: use `embedded:PATH` (a local directory, e.g. embedded:.agdx) or `iggy://USER:PASSWORD@HOST:PORT` (e.g. iggy://iggy:iggy@127.0.0.1:8090)"
+    )]
+    Unknown(String),
+    /// An Iggy connection string with a `durability` option that names no mode.
+    #[error(transparent)]
+    Durability(#[from] UnknownDurability),
+}
 
 impl FromStr for LogSpec {
     type Err = LogSpecError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         if let Some(path) = s.strip_prefix("embedded:") {
             if path.is_empty() {
-                return Err(LogSpecError(s.to_owned()));
+                return Err(LogSpecError::Unknown(s.to_owned()));
             }
             Ok(LogSpec::Embedded(PathBuf::from(path)))
         } else if s.starts_with("iggy://") {
-            Ok(LogSpec::Iggy(s.to_owned()))
+            let (url, durability) = split_durability(s)?;
+            Ok(LogSpec::Iggy { url, durability })
         } else {
-            Err(LogSpecError(s.to_owned()))
+            Err(LogSpecError::Unknown(s.to_owned()))
         }
     }
 }
@@ -52,19 +75,28 @@ impl fmt::Display for LogSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             LogSpec::Embedded(path) => write!(f, "embedded:{}", path.display()),
-            LogSpec::Iggy(url) => f.write_str(url),
+            LogSpec::Iggy { url, durability } => f.write_str(&join_durability(url, *durability)),
         }
     }
 }
 
 impl LogSpec {
+    /// The same log with appends waiting for `durability` (Iggy only; the
+    /// embedded log is always durable on return).
+    pub fn with_durability(self, durability: Durability) -> Self {
+        match self {
+            LogSpec::Iggy { url, .. } => LogSpec::Iggy { url, durability },
+            embedded => embedded,
+        }
+    }
+
     /// Opens the log this spec names.
     pub async fn open(&self) -> Result<super::SharedLog, super::LogError> {
         Ok(match self {
-            LogSpec::Embedded(path) => {
-                std::sync::Arc::new(super::embedded::EmbeddedLog::open(path)?)
+            LogSpec::Embedded(path) => Arc::new(super::embedded::EmbeddedLog::open(path)?),
+            LogSpec::Iggy { .. } => {
+                Arc::new(super::iggy::IggyLog::connect(&self.to_string()).await?)
             }
-            LogSpec::Iggy(url) => Arc::new(super::iggy::IggyLog::connect(url).await?),
         })
     }
 }

@@ -12,6 +12,7 @@ use iggy_common::{
     ConnectionString, ConnectionStringUtils, TcpConnectionStringOptions, TransportProtocol,
 };
 
+use super::durability::{Durability, split_durability};
 use super::errors::{HINT, unreachable};
 use crate::log::LogError;
 
@@ -31,22 +32,27 @@ const DEFAULT_HEARTBEAT_INTERVAL: &str = "2s";
 #[derive(Debug, Clone)]
 pub(crate) struct IggyTarget {
     config: Arc<TcpClientConfig>,
+    durability: Durability,
 }
 
 impl IggyTarget {
-    /// Parses a connection string. Options are those of the Iggy client
-    /// (`heartbeat_interval`, `reconnection_retries`, `reconnection_interval`,
-    /// `reestablish_after`, `nodelay`, `tls`, `tls_domain`, `tls_ca_file`).
-    /// Unless set, `nodelay` is on (requests are small and latency-bound),
-    /// reconnection gives up after a few attempts instead of retrying forever,
-    /// and heartbeats go every 2 s.
+    /// Parses a connection string. Options are agdx's `durability` (see
+    /// [`Durability`]) and those of the Iggy client (`heartbeat_interval`,
+    /// `reconnection_retries`, `reconnection_interval`, `reestablish_after`,
+    /// `nodelay`, `tls`, `tls_domain`, `tls_ca_file`). Unless set, `nodelay`
+    /// is on (requests are small and latency-bound), reconnection gives up
+    /// after a few attempts instead of retrying forever, and heartbeats go
+    /// every 2 s.
     pub(crate) fn parse(url: &str) -> Result<Self, LogError> {
         let bad = |why: &str| {
             LogError::InvalidInput(format!(
-                "invalid Iggy connection string {}: {why}; expected iggy://USER:PASSWORD@HOST:PORT (e.g. iggy://iggy:iggy@127.0.0.1:8090), optionally followed by ?option=value&... (heartbeat_interval, reconnection_retries, reconnection_interval, reestablish_after, nodelay, tls, tls_domain, tls_ca_file)",
+                "invalid Iggy connection string {}: {why}; expected iggy://USER:PASSWORD@HOST:PORT (e.g. iggy://iggy:iggy@127.0.0.1:8090), optionally followed by ?option=value&... (durability, heartbeat_interval, reconnection_retries, reconnection_interval, reestablish_after, nodelay, tls, tls_domain, tls_ca_file)",
                 redact(url)
             ))
         };
+        let (url, durability) =
+            split_durability(url).map_err(|e| LogError::InvalidInput(e.to_string()))?;
+        let url = url.as_str();
         match ConnectionStringUtils::parse_protocol(url) {
             Ok(TransportProtocol::Tcp) => {}
             Ok(other) => {
@@ -72,7 +78,13 @@ impl IggyTarget {
         }
         Ok(Self {
             config: Arc::new(config),
+            durability,
         })
+    }
+
+    /// What an append waits for before it returns.
+    pub(crate) fn durability(&self) -> Durability {
+        self.durability
     }
 
     /// `host:port` of the server.
@@ -200,6 +212,20 @@ mod tests {
             target.config.reconnection.max_retries,
             Some(DEFAULT_RECONNECTION_RETRIES)
         );
+        assert_eq!(target.durability(), Durability::Fsync);
+    }
+
+    #[test]
+    fn takes_the_durability_among_the_client_options() {
+        let target =
+            IggyTarget::parse("iggy://iggy:secret@localhost:8090?nodelay=false&durability=server")
+                .unwrap();
+        assert_eq!(target.durability(), Durability::Server);
+        assert!(!target.config.nodelay);
+        let err = IggyTarget::parse("iggy://iggy:secret@localhost:8090?durability=eventually")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("durability=fsync"), "{err}");
     }
 
     #[test]

@@ -31,13 +31,14 @@
 //! - **Consumer groups** are Iggy consumer groups; see the `group` module.
 //!   Offsets are stored explicitly (the offset of the last record
 //!   processed); nothing is committed automatically.
-//! - **Durability.** An append returns when the server has accepted the
-//!   batch. The server makes it durable before answering only when it saves
-//!   every batch and syncs it (`IGGY_SYSTEM_PARTITION_MESSAGES_REQUIRED_TO_SAVE=1`,
-//!   `IGGY_SYSTEM_PARTITION_ENFORCE_FSYNC=true`), as `deploy/docker-compose.yml`
-//!   configures it.
+//! - **Durability.** By default an append is followed by a flush of the
+//!   partition with fsync and returns when that is done, so it is durable
+//!   on a server with its default settings; `?durability=server` leaves the
+//!   flush to a server configured to save and fsync every batch. See
+//!   [`Durability`].
 
 mod connection;
+mod durability;
 mod errors;
 mod group;
 mod records;
@@ -53,6 +54,9 @@ use iggy::prelude::{
 };
 
 use self::connection::{Connection, IggyTarget};
+use self::durability::FlushGroup;
+pub use self::durability::{Durability, UnknownDurability};
+pub(crate) use self::durability::{join_durability, split_durability};
 use self::errors::{request_error, topic_error};
 use self::group::{IggyMember, Routed};
 use super::{GroupMember, Log, LogError, LogRecord, OutgoingRecord, TopicInfo};
@@ -83,10 +87,14 @@ pub struct IggyLog {
     target: IggyTarget,
     connection: Connection,
     reader: Consumer,
+    /// The flushes of each partition appended to, by (stream, topic, partition).
+    flushes: dashmap::DashMap<(u32, u32, u32), Arc<FlushGroup>>,
 }
 
 impl IggyLog {
-    /// Connects to `iggy://USER:PASSWORD@HOST:PORT` and signs in.
+    /// Connects to `iggy://USER:PASSWORD@HOST:PORT` and signs in. The
+    /// option `durability` (`?durability=server`) chooses what an append
+    /// waits for; see [`Durability`].
     ///
     /// Fails with [`LogError::Unavailable`] when no server answers there,
     /// [`LogError::AccessDenied`] when it refuses the credentials and
@@ -98,7 +106,35 @@ impl IggyLog {
             target,
             connection,
             reader: Consumer::default(),
+            flushes: dashmap::DashMap::new(),
         })
+    }
+
+    /// What an append waits for before it returns.
+    pub fn durability(&self) -> Durability {
+        self.target.durability()
+    }
+
+    /// Makes the appends to `partition` answered so far durable, sharing
+    /// the flush with other appends to it (see [`FlushGroup`]).
+    async fn flush_appended(&self, topic: &TopicInfo, partition: u32) -> Result<(), LogError> {
+        let group = self
+            .flushes
+            .entry((topic.stream_id, topic.topic_id, partition))
+            .or_default()
+            .clone();
+        let ticket = group.sent();
+        group
+            .covering(ticket, || async {
+                let (stream, topic_id) = (numeric(topic.stream_id)?, numeric(topic.topic_id)?);
+                self.client()
+                    .flush_unsaved_buffer(&stream, &topic_id, partition, true)
+                    .await
+                    .map_err(|e| {
+                        self.topic_error(topic, &format!("flushing partition {partition}"), e)
+                    })
+            })
+            .await
     }
 
     /// The wake-up of a partition, shared by the handles of this process.
@@ -359,6 +395,9 @@ impl Log for IggyLog {
             .map_err(|e| {
                 self.topic_error(topic, &format!("appending to partition {partition}"), e)
             })?;
+        if self.durability() == Durability::Fsync {
+            self.flush_appended(topic, partition).await?;
+        }
         self.appended(topic, partition).notify_waiters();
         Ok(())
     }
