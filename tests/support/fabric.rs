@@ -56,6 +56,17 @@ pub async fn embedded_fabric(test: &str) -> Fabric {
     Fabric::new("embedded", log, spec, test, dir, ()).await
 }
 
+/// The fabric on the Iggy server at `url` (a connection string), keeping
+/// `keep` alive with it.
+pub async fn iggy_fabric(url: &str, test: &str, keep: impl Any + Send + Sync) -> Fabric {
+    let log: SharedLog = match agdx::log::iggy::IggyLog::connect(url).await {
+        Ok(log) => Arc::new(log),
+        Err(e) => panic!("cannot connect to {url}: {e}"),
+    };
+    let dir = tempfile::tempdir().expect("create a temporary directory");
+    Fabric::new("iggy", log, url.to_owned(), test, dir, keep).await
+}
+
 /// Runs `check` on every fabric, naming the backend when it fails.
 pub async fn on_every_fabric<F, Fut>(test: &str, check: F)
 where

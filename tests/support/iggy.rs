@@ -10,13 +10,14 @@
 //! 3. A Docker engine: the `apache/iggy:0.8.0` image through testcontainers.
 //!
 //! The tests of one test binary share one server while any of them runs, so
-//! every test works in streams of its own (see [`unique_name`]).
+//! every test works in streams of its own (see [`unique_name`]). A test that
+//! crashes the server starts one of its own instead ([`own_server`]).
 
 // Each test binary uses its own part of this support module.
 #![allow(dead_code)]
 
 use std::net::TcpListener;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -140,11 +141,50 @@ impl Server {
     }
 }
 
+/// An `iggy-server` of a test's own, on a data directory and a port of its
+/// own, which the test may kill and start again: the server a crash test
+/// needs. It runs with the server's default settings, as the shared one
+/// does. Only a binary named by `AGDX_TEST_IGGY_SERVER` can be had this way.
+pub struct OwnIggyServer {
+    process: ServerProcess,
+}
+
+/// Starts an `iggy-server` of the test's own, or says why it cannot.
+pub async fn own_server() -> Result<OwnIggyServer, String> {
+    let binary = std::env::var("AGDX_TEST_IGGY_SERVER").map_err(|_| {
+        "this test kills and restarts a server of its own, which needs AGDX_TEST_IGGY_SERVER=/path/to/iggy-server (0.8.x)".to_owned()
+    })?;
+    Ok(OwnIggyServer {
+        process: ServerProcess::start(Path::new(&binary)).await?,
+    })
+}
+
+impl OwnIggyServer {
+    /// The connection string, e.g. `iggy://iggy:iggy@127.0.0.1:41234`.
+    pub fn url(&self) -> String {
+        format!("iggy://iggy:iggy@{}", self.process.address)
+    }
+
+    /// Kills the server with SIGKILL, as a crash would, and reaps it.
+    pub fn kill(&mut self) {
+        self.process.stop();
+    }
+
+    /// Starts the server again on the same data directory and port, and
+    /// waits until it accepts connections.
+    pub async fn restart(&mut self) -> Result<(), String> {
+        self.process.stop();
+        self.process.spawn()?;
+        self.process.wait_until_ready().await
+    }
+}
+
 /// An `iggy-server` child process with its own data directory.
 struct ServerProcess {
-    child: Child,
+    binary: PathBuf,
+    child: Option<Child>,
     address: String,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 impl ServerProcess {
@@ -152,21 +192,41 @@ impl ServerProcess {
         let dir = tempfile::tempdir()
             .map_err(|e| format!("cannot create a data directory for iggy-server: {e}"))?;
         let port = free_port()?;
-        let address = format!("127.0.0.1:{port}");
-        let log_path = dir.path().join("server.log");
-        let log = std::fs::File::create(&log_path)
-            .map_err(|e| format!("cannot create {}: {e}", log_path.display()))?;
+        let mut process = ServerProcess {
+            binary: binary.to_owned(),
+            child: None,
+            address: format!("127.0.0.1:{port}"),
+            dir,
+        };
+        process.spawn()?;
+        process.wait_until_ready().await?;
+        Ok(process)
+    }
+
+    fn log_path(&self) -> PathBuf {
+        self.dir.path().join("server.log")
+    }
+
+    /// Starts the server on this process's directory and address, its
+    /// output added to `server.log` there.
+    fn spawn(&mut self) -> Result<(), String> {
+        let log_path = self.log_path();
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .map_err(|e| format!("cannot open {}: {e}", log_path.display()))?;
         let log_err = log
             .try_clone()
             .map_err(|e| format!("cannot share {}: {e}", log_path.display()))?;
-        let child = Command::new(binary)
+        let child = Command::new(&self.binary)
             .arg("--with-default-root-credentials")
-            .current_dir(dir.path())
-            .env("IGGY_TCP_ADDRESS", &address)
+            .current_dir(self.dir.path())
+            .env("IGGY_TCP_ADDRESS", &self.address)
             .env("IGGY_HTTP_ENABLED", "false")
             .env("IGGY_QUIC_ENABLED", "false")
             .env("IGGY_WEBSOCKET_ENABLED", "false")
-            .env("IGGY_SYSTEM_PATH", dir.path().join("data"))
+            .env("IGGY_SYSTEM_PATH", self.dir.path().join("data"))
             .env("IGGY_HEARTBEAT_ENABLED", "true")
             .env("IGGY_HEARTBEAT_INTERVAL", "5 s")
             .stdin(Stdio::null())
@@ -176,26 +236,34 @@ impl ServerProcess {
             .map_err(|e| {
                 format!(
                     "cannot start {} (AGDX_TEST_IGGY_SERVER): {e}",
-                    binary.display()
+                    self.binary.display()
                 )
             })?;
-        let mut process = ServerProcess {
-            child,
-            address,
-            _dir: dir,
-        };
-        process.wait_until_ready(&log_path).await?;
-        Ok(process)
+        self.child = Some(child);
+        Ok(())
     }
 
-    async fn wait_until_ready(&mut self, log_path: &Path) -> Result<(), String> {
+    /// Kills the server (SIGKILL) and reaps it, when it runs.
+    fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    async fn wait_until_ready(&mut self) -> Result<(), String> {
         let url = format!("iggy://iggy:iggy@{}", self.address);
+        let log_path = self.log_path();
         let started = Instant::now();
         loop {
-            if let Ok(Some(status)) = self.child.try_wait() {
+            let exited = match self.child.as_mut() {
+                Some(child) => child.try_wait().ok().flatten().map(|s| s.to_string()),
+                None => Some("not started".to_owned()),
+            };
+            if let Some(status) = exited {
                 return Err(format!(
                     "iggy-server exited ({status}) before accepting connections; its log:\n{}",
-                    tail(log_path)
+                    tail(&log_path)
                 ));
             }
             if tokio::net::TcpStream::connect(&self.address).await.is_ok()
@@ -207,7 +275,7 @@ impl ServerProcess {
                 return Err(format!(
                     "iggy-server did not accept connections on {} within {STARTUP:?}; its log:\n{}",
                     self.address,
-                    tail(log_path)
+                    tail(&log_path)
                 ));
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -217,8 +285,7 @@ impl ServerProcess {
 
 impl Drop for ServerProcess {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.stop();
     }
 }
 
