@@ -4,12 +4,10 @@
 //! where it sat, why it was set aside and after how many attempts, so it can
 //! be inspected and re-appended unchanged.
 
-use agdx_wire::{
-    ContentType, DeadLetter, DeadLetterReason, HEADER_CONTENT_TYPE, HEADER_WIRE_VERSION,
-    HeaderValue, LogPosition, WIRE_VERSION,
-};
+use agdx_wire::{DeadLetter, DeadLetterReason, LogPosition};
 
 use crate::log::{OutgoingRecord, TopicInfo};
+use crate::record::capsule_record;
 
 /// The capsule for the record at `source` with its original `payload`.
 pub fn dead_letter(
@@ -33,22 +31,6 @@ pub fn dead_letter(
 /// to: the partition the poison record sat in (modulo the DLQ's partition
 /// count), so one conversation's dead letters stay in order.
 pub fn dead_letter_record(dlq: &TopicInfo, capsule: &DeadLetter) -> (u32, OutgoingRecord) {
-    let headers = vec![
-        (
-            HEADER_CONTENT_TYPE.to_owned(),
-            HeaderValue::u8(ContentType::Cbor.code()),
-        ),
-        (
-            HEADER_WIRE_VERSION.to_owned(),
-            HeaderValue::u32(WIRE_VERSION),
-        ),
-    ];
     let partition = capsule.source.partition % dlq.partitions.max(1);
-    (
-        partition,
-        OutgoingRecord {
-            headers,
-            payload: capsule.encode(),
-        },
-    )
+    (partition, capsule_record(capsule.encode()))
 }

@@ -14,6 +14,8 @@
 //! - [`Requester`]: `ask` and `ask_stream`, first terminal reply wins.
 //! - [`worker::Worker`]: a consumer-group member that runs handlers and
 //!   commits only after the reply is on the log.
+//! - [`replay`]: the log read back: conversation timelines, the causal
+//!   graph, folds with snapshots, dead-letter tools.
 //!
 //! Time enters through a [`Clock`], so deadline logic is testable without
 //! sleeping ([`ManualClock`]).
@@ -32,6 +34,7 @@ pub mod log;
 mod producer;
 mod reassembly;
 mod record;
+pub mod replay;
 mod retry;
 mod topology;
 pub mod worker;

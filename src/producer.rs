@@ -123,6 +123,9 @@ pub struct CommandRequest {
     pub metadata: Option<Metadata>,
     /// Features the receiver must implement (bitset); 0 for none.
     pub must_understand: u64,
+    /// The record that caused this command, and where it sits: a command
+    /// sent while handling another names it, so the causal graph links them.
+    pub cause: Option<(RecordId, Option<LogPosition>)>,
 }
 
 impl CommandRequest {
@@ -139,6 +142,7 @@ impl CommandRequest {
             deadline_micros: None,
             metadata: None,
             must_understand: 0,
+            cause: None,
         }
     }
     /// Addresses the command to `target`.
@@ -180,6 +184,12 @@ impl CommandRequest {
     /// not dead-letters the command and answers `unsupported`.
     pub fn must_understand(mut self, bits: u64) -> Self {
         self.must_understand = bits;
+        self
+    }
+    /// Names the record that caused this command (`cause`) and its position
+    /// (`cause_at`, which lets readers jump straight to it).
+    pub fn caused_by(mut self, record: RecordId, at: Option<LogPosition>) -> Self {
+        self.cause = Some((record, at));
         self
     }
 }
@@ -356,6 +366,9 @@ impl Producer {
         }
         if request.must_understand != 0 {
             envelope = envelope.with_must_understand(request.must_understand);
+        }
+        if let Some((cause, at)) = request.cause {
+            envelope = envelope.with_cause(cause, at);
         }
         (Outgoing::new(envelope, request.content_type), correlation)
     }

@@ -128,3 +128,20 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 pub fn parse_agent(text: &str) -> Result<agdx::wire::AgentId, String> {
     agdx::wire::AgentId::new(text).map_err(|e| e.to_string())
 }
+
+/// Parses a point in time: RFC 3339 (`2024-05-01T12:00:00Z`) or a duration
+/// ago (`10m`, `2h`); epoch microseconds.
+pub fn parse_since(text: &str) -> Result<u64, String> {
+    use agdx::Clock as _;
+    if let Ok(time) = humantime::parse_rfc3339_weak(text) {
+        let since = time
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_err(|_| format!("{text} is before 1970"))?;
+        return Ok(u64::try_from(since.as_micros()).unwrap_or(u64::MAX));
+    }
+    let ago = humantime::parse_duration(text).map_err(|_| {
+        format!("{text:?} is neither a time (2024-05-01T12:00:00Z) nor a duration ago (10m, 2h)")
+    })?;
+    let ago = u64::try_from(ago.as_micros()).unwrap_or(u64::MAX);
+    Ok(agdx::SystemClock.now_micros().saturating_sub(ago))
+}

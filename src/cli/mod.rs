@@ -8,10 +8,14 @@ use clap::{Parser, Subcommand};
 mod ask;
 mod bench;
 mod context;
+mod dlq;
 mod examples;
+mod graph;
 mod init;
 mod send;
 mod tail;
+mod timeline;
+mod view;
 mod wire;
 mod worker;
 
@@ -46,6 +50,13 @@ pub enum Command {
     Worker(worker::WorkerArgs),
     /// Print records as JSON lines (all agent topics, or one; optionally one conversation; --follow to keep going).
     Tail(tail::TailArgs),
+    /// One conversation's records in log order, for people (or --json).
+    Timeline(timeline::TimelineArgs),
+    /// The causal graph around a record: ancestors, descendants or both (text, dot, mermaid).
+    Graph(graph::GraphArgs),
+    /// List, show and redrive dead letters.
+    #[command(subcommand)]
+    Dlq(dlq::DlqCommand),
     /// Create the stream and agent topics (idempotent) and show them.
     Init(init::InitArgs),
     /// Measure the log, round trips and worker throughput.
@@ -81,6 +92,9 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Send(args) => block_on(send::run(&global, args)),
         Command::Worker(args) => block_on(worker::run(&global, args)),
         Command::Tail(args) => block_on(tail::run(&global, args)),
+        Command::Timeline(args) => block_on(timeline::run(&global, args)),
+        Command::Graph(args) => block_on(graph::run(&global, args)),
+        Command::Dlq(command) => block_on(dlq::run(&global, command)),
         Command::Init(args) => block_on(init::run(&global, args)),
         Command::Bench(command) => block_on(bench::run(&global, command)),
         Command::Examples => {

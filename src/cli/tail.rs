@@ -7,7 +7,7 @@ use tokio::sync::mpsc;
 
 use agdx::Producer;
 use agdx::log::{LogRecord, SharedLog, TopicInfo};
-use agdx::wire::{AgentEnvelope, ConversationId, DeadLetter, FoldSnapshot};
+use agdx::wire::{AgentEnvelope, ConversationId, DeadLetter, FoldSnapshot, LogPosition};
 
 use super::context::{Failure, Global};
 use super::wire::json::{Json, JsonCodec};
@@ -137,28 +137,45 @@ impl Reader {
 
     /// The JSON line of one record, `None` when it belongs to another conversation.
     fn line(&self, record: &LogRecord) -> Option<String> {
-        let (conversation, body) = decode(&record.payload);
+        let (conversation, json) = record_json(
+            &self.topic.topic,
+            record.position,
+            record.timestamp_micros,
+            &record.payload,
+        );
         if self.conversation.is_some() && conversation != self.conversation {
             return None;
         }
-        let mut fields = vec![
-            ("topic".to_owned(), Json::String(self.topic.topic.clone())),
-            (
-                "partition".to_owned(),
-                Json::from(u64::from(record.position.partition)),
-            ),
-            ("offset".to_owned(), Json::from(record.position.offset)),
-            (
-                "timestamp".to_owned(),
-                Json::String(timestamp(record.timestamp_micros)),
-            ),
-        ];
-        match body {
-            Json::Object(entries) => fields.extend(entries),
-            other => fields.push(("record".to_owned(), other)),
-        }
-        serde_json::to_string(&Json::Object(fields)).ok()
+        serde_json::to_string(&json).ok()
     }
+}
+
+/// One record as `tail` prints it: topic, partition, offset and timestamp,
+/// then the decoded payload's fields; and the conversation it belongs to.
+pub fn record_json(
+    topic: &str,
+    position: LogPosition,
+    timestamp_micros: u64,
+    payload: &[u8],
+) -> (Option<ConversationId>, Json) {
+    let (conversation, body) = decode(payload);
+    let mut fields = vec![
+        ("topic".to_owned(), Json::String(topic.to_owned())),
+        (
+            "partition".to_owned(),
+            Json::from(u64::from(position.partition)),
+        ),
+        ("offset".to_owned(), Json::from(position.offset)),
+        (
+            "timestamp".to_owned(),
+            Json::String(timestamp(timestamp_micros)),
+        ),
+    ];
+    match body {
+        Json::Object(entries) => fields.extend(entries),
+        other => fields.push(("record".to_owned(), other)),
+    }
+    (conversation, Json::Object(fields))
 }
 
 /// The record's JSON view and the conversation it belongs to: an envelope,
@@ -196,7 +213,8 @@ fn decode(payload: &[u8]) -> (Option<ConversationId>, Json) {
     )
 }
 
-fn timestamp(micros: u64) -> String {
+/// RFC 3339 with microseconds, UTC.
+pub fn timestamp(micros: u64) -> String {
     let time = std::time::UNIX_EPOCH + Duration::from_micros(micros);
     humantime::format_rfc3339_micros(time).to_string()
 }

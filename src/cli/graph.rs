@@ -1,0 +1,69 @@
+//! `agdx graph`: the causal graph around one record.
+
+use clap::{Args, ValueEnum};
+
+use agdx::replay::{Direction, GraphStart, NodeKey, causal_graph};
+use agdx::wire::ConversationId;
+
+use super::context::{Failure, Global};
+use super::view::{graph_dot, graph_mermaid, graph_text};
+
+/// How to draw the graph.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// An indented tree for the terminal.
+    Text,
+    /// Graphviz DOT (`| dot -Tsvg > graph.svg`).
+    Dot,
+    /// A Mermaid flowchart (paste into a ```mermaid block).
+    Mermaid,
+}
+
+/// Draws the records linked to one record by `cause`: its ancestors
+/// (--up), its descendants (--down), or both (the default). Threads, trees
+/// and merges come out as they are on the log; the chunks of one stream are
+/// drawn as one box.
+#[derive(Debug, Args)]
+pub struct GraphArgs {
+    /// A record id (26 characters) or a position stream/topic/partition/offset.
+    #[arg(value_name = "RECORD")]
+    pub record: NodeKey,
+
+    /// Only the ancestors (upstream).
+    #[arg(long, conflicts_with = "down")]
+    pub up: bool,
+
+    /// Only the descendants (downstream).
+    #[arg(long)]
+    pub down: bool,
+
+    /// The record's conversation: only its partitions are searched for the
+    /// record id (otherwise every partition of the agent topics is).
+    #[arg(long, value_name = "ID")]
+    pub conversation: Option<ConversationId>,
+
+    /// How to draw it.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: Format,
+}
+
+pub async fn run(global: &Global, args: GraphArgs) -> Result<(), Failure> {
+    let (log, topology) = global.topology().await?;
+    let direction = match (args.up, args.down) {
+        (true, _) => Direction::Up,
+        (_, true) => Direction::Down,
+        _ => Direction::Both,
+    };
+    let start = GraphStart {
+        node: args.record,
+        conversation: args.conversation,
+    };
+    let graph = causal_graph(&log, &topology, start, direction).await?;
+    let drawn = match args.format {
+        Format::Text => graph_text(&graph),
+        Format::Dot => graph_dot(&graph),
+        Format::Mermaid => graph_mermaid(&graph),
+    };
+    print!("{drawn}");
+    Ok(())
+}

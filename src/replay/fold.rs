@@ -1,0 +1,313 @@
+//! Folds: a view derived from a conversation by a user function from state
+//! and record to state, snapshotted on `agent.snapshots` so it can resume
+//! from where the snapshot got to instead of from offset zero.
+//!
+//! A fold reads one topic (the conversation's partition of it). A snapshot
+//! is a [`FoldSnapshot`] with `as_of` = that partition → the last offset
+//! folded (inclusive); resuming reads from `as_of + 1`. Its `state` bytes
+//! are CBOR of `{"fold": NAME, "topic": TOPIC, "state": BYTES}`, where
+//! `BYTES` is the user state in CBOR: the name and topic let several folds
+//! keep snapshots of one conversation and never resume from another's.
+//!
+//! ```no_run
+//! # async fn demo(log: agdx::log::SharedLog, topology: agdx::Topology, conversation: agdx::wire::ConversationId) -> Result<(), agdx::replay::ReplayError> {
+//! use agdx::replay::{Fold, Folded, ReplayRecord};
+//!
+//! /// How many replies each agent sent.
+//! struct Replies;
+//! impl Fold for Replies {
+//!     type State = std::collections::BTreeMap<String, u64>;
+//!     fn name(&self) -> &str { "replies" }
+//!     fn apply(&self, state: &mut Self::State, record: &ReplayRecord) {
+//!         if let Some(e) = record.envelope() {
+//!             *state.entry(e.source.to_string()).or_default() += 1;
+//!         }
+//!     }
+//! }
+//!
+//! let responses = topology.responses.clone();
+//! let mut folded = Folded::resume(Replies, log, topology, responses, conversation).await?;
+//! folded.catch_up().await?;
+//! println!("{:?}", folded.state());
+//! folded.save().await?; // the next resume starts after what was folded here
+//! # Ok(()) }
+//! ```
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use agdx_wire::{ConversationId, FoldSnapshot};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::log::{LogError, SharedLog, TopicInfo};
+use crate::producer::Producer;
+use crate::record::capsule_record;
+use crate::topology::Topology;
+
+use super::reader::{Replay, ReplayError, ReplayRecord};
+
+/// Records read per step when looking for the latest snapshot, newest first.
+const SNAPSHOT_SCAN: u64 = 256;
+
+/// A user fold: a name and a function from state and record to state.
+pub trait Fold: Send + Sync {
+    /// The folded state; serialized (CBOR) into snapshots.
+    type State: Serialize + DeserializeOwned + Default + Send;
+
+    /// A name that identifies this fold's snapshots (and their format).
+    fn name(&self) -> &str;
+
+    /// Folds one record (of the fold's topic, in the fold's conversation,
+    /// in log order) into the state.
+    fn apply(&self, state: &mut Self::State, record: &ReplayRecord);
+}
+
+/// What a snapshot's `state` bytes hold.
+#[derive(Serialize, Deserialize)]
+struct SnapshotState {
+    fold: String,
+    topic: String,
+    #[serde(with = "serde_bytes_vec")]
+    state: Vec<u8>,
+}
+
+/// Serde for a byte string as a CBOR byte string, not an array of numbers.
+mod serde_bytes_vec {
+    use serde::{Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(bytes)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = Vec<u8>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a byte string")
+            }
+            fn visit_bytes<E>(self, v: &[u8]) -> Result<Vec<u8>, E> {
+                Ok(v.to_vec())
+            }
+            fn visit_byte_buf<E>(self, v: Vec<u8>) -> Result<Vec<u8>, E> {
+                Ok(v)
+            }
+        }
+        d.deserialize_bytes(V)
+    }
+}
+
+fn to_cbor<T: Serialize>(value: &T) -> Result<Vec<u8>, ReplayError> {
+    let mut out = Vec::new();
+    ciborium::into_writer(value, &mut out).map_err(|e| ReplayError::State(e.to_string()))?;
+    Ok(out)
+}
+
+fn from_cbor<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ReplayError> {
+    ciborium::from_reader(bytes).map_err(|e| ReplayError::State(e.to_string()))
+}
+
+/// A fold over one conversation's records in one topic, with its state and
+/// how far it got.
+pub struct Folded<F: Fold> {
+    fold: F,
+    log: SharedLog,
+    topology: Topology,
+    replay: Replay,
+    partition: u32,
+    state: F::State,
+    as_of: Option<u64>,
+    resumed_from: Option<u64>,
+}
+
+impl<F: Fold> Folded<F> {
+    /// The fold from the conversation's first record in `topic`.
+    pub fn from_start(
+        fold: F,
+        log: SharedLog,
+        topology: Topology,
+        topic: TopicInfo,
+        conversation: ConversationId,
+    ) -> Self {
+        Self::starting_at(fold, log, topology, topic, conversation, None)
+    }
+
+    /// The fold from its latest snapshot of `conversation` in `topic` (the
+    /// state it saved, reading on from `as_of + 1`), or from the start when
+    /// it has none.
+    pub async fn resume(
+        fold: F,
+        log: SharedLog,
+        topology: Topology,
+        topic: TopicInfo,
+        conversation: ConversationId,
+    ) -> Result<Self, ReplayError> {
+        let snapshot =
+            latest_snapshot(&log, &topology.snapshots, conversation, fold.name(), &topic).await?;
+        let resumed = match snapshot {
+            Some((state, as_of)) => Some((from_cbor(&state)?, as_of)),
+            None => None,
+        };
+        Ok(Self::starting_at(
+            fold,
+            log,
+            topology,
+            topic,
+            conversation,
+            resumed,
+        ))
+    }
+
+    fn starting_at(
+        fold: F,
+        log: SharedLog,
+        topology: Topology,
+        topic: TopicInfo,
+        conversation: ConversationId,
+        resumed: Option<(F::State, u64)>,
+    ) -> Self {
+        let partition = Producer::partition_of(&topic, conversation);
+        let (state, as_of) = match resumed {
+            Some((state, as_of)) => (state, Some(as_of)),
+            None => (F::State::default(), None),
+        };
+        let resumed_from = as_of.map(|o| o + 1);
+        let replay = Replay::over(log.clone(), [topic], conversation)
+            .from_offset(resumed_from.unwrap_or(0));
+        Self {
+            fold,
+            log,
+            topology,
+            replay,
+            partition,
+            state,
+            as_of,
+            resumed_from,
+        }
+    }
+
+    /// Folds every record there is now; returns how many were folded.
+    pub async fn catch_up(&mut self) -> Result<u64, ReplayError> {
+        let mut folded = 0;
+        loop {
+            let batch = self.replay.next_batch(Duration::ZERO).await?;
+            self.track_progress();
+            if batch.is_empty() {
+                return Ok(folded);
+            }
+            for record in &batch {
+                self.fold.apply(&mut self.state, record);
+                folded += 1;
+            }
+        }
+    }
+
+    /// The last offset read, folded or stepped over (another conversation's).
+    fn track_progress(&mut self) {
+        let next = self.replay.cursors()[0].next;
+        self.as_of = next.checked_sub(1).or(self.as_of);
+    }
+
+    /// The state so far.
+    pub fn state(&self) -> &F::State {
+        &self.state
+    }
+
+    /// The last offset of the conversation's partition folded (inclusive).
+    pub fn as_of(&self) -> Option<u64> {
+        self.as_of
+    }
+
+    /// Where a resume started reading (`as_of + 1` of the snapshot it
+    /// found); `None` when it started from the beginning.
+    pub fn resumed_from(&self) -> Option<u64> {
+        self.resumed_from
+    }
+
+    /// The snapshot of the state so far; `None` when nothing was read yet.
+    pub fn snapshot(&self) -> Result<Option<FoldSnapshot>, ReplayError> {
+        let Some(as_of) = self.as_of else {
+            return Ok(None);
+        };
+        let state = SnapshotState {
+            fold: self.fold.name().to_owned(),
+            topic: self.replay.cursors()[0].topic.topic.clone(),
+            state: to_cbor(&self.state)?,
+        };
+        Ok(Some(FoldSnapshot {
+            conversation: self.replay.conversation(),
+            as_of: BTreeMap::from([(self.partition, as_of)]),
+            state: to_cbor(&state)?,
+        }))
+    }
+
+    /// Appends the snapshot to `agent.snapshots` (the conversation's
+    /// partition) and returns it; `None` when nothing was read yet.
+    pub async fn save(&self) -> Result<Option<FoldSnapshot>, ReplayError> {
+        let Some(snapshot) = self.snapshot()? else {
+            return Ok(None);
+        };
+        let topic = &self.topology.snapshots;
+        let partition = Producer::partition_of(topic, snapshot.conversation);
+        self.log
+            .append(topic, partition, vec![capsule_record(snapshot.encode())])
+            .await?;
+        Ok(Some(snapshot))
+    }
+}
+
+/// The newest snapshot of `fold` over `topic` for `conversation`: its user
+/// state bytes and `as_of` offset.
+async fn latest_snapshot(
+    log: &SharedLog,
+    snapshots: &TopicInfo,
+    conversation: ConversationId,
+    fold: &str,
+    topic: &TopicInfo,
+) -> Result<Option<(Vec<u8>, u64)>, ReplayError> {
+    let folded_partition = Producer::partition_of(topic, conversation);
+    let partition = Producer::partition_of(snapshots, conversation);
+    let Some(last) = log.last_offset(snapshots, partition).await? else {
+        return Ok(None);
+    };
+    let mut end = last + 1;
+    while end > 0 {
+        let start = end.saturating_sub(SNAPSHOT_SCAN);
+        let records = match log
+            .poll(
+                snapshots,
+                partition,
+                start,
+                (end - start) as u32,
+                Duration::ZERO,
+            )
+            .await
+        {
+            Ok(records) => records,
+            // A damaged snapshot is as good as none: look further back.
+            Err(LogError::Corrupt { .. }) => Vec::new(),
+            Err(error) => return Err(error.into()),
+        };
+        for record in records.iter().rev().filter(|r| r.position.offset < end) {
+            let Ok(snapshot) = FoldSnapshot::decode(&record.payload) else {
+                continue;
+            };
+            if snapshot.conversation != conversation {
+                continue;
+            }
+            let Ok(saved) = from_cbor::<SnapshotState>(&snapshot.state) else {
+                continue;
+            };
+            if saved.fold != fold || saved.topic != topic.topic {
+                continue;
+            }
+            let Some(as_of) = snapshot.as_of.get(&folded_partition).copied() else {
+                continue;
+            };
+            return Ok(Some((saved.state, as_of)));
+        }
+        end = start;
+    }
+    Ok(None)
+}

@@ -1,0 +1,27 @@
+//! Replay: the log read back (runtime.md §7).
+//!
+//! The log is the single source of truth, so everything here is a reading
+//! of it, raw, with nothing synthetic added:
+//!
+//! - [`Replay`]: one conversation's records, read from the conversation's
+//!   partition of each topic (the only place they can be), from
+//!   per-partition offsets, in log order (timestamp, then position).
+//! - [`CausalGraph`] and [`causal_graph`]: records linked by `cause`,
+//!   walked up (ancestors), down (descendants) or both from any record.
+//! - [`Fold`] and [`Folded`]: a user fold over a conversation, snapshotted
+//!   on `agent.snapshots` and resumed from the snapshot's `as_of + 1`.
+//! - [`dead_letters`], [`redrive`]: the capsules on `agent.dlq`, and
+//!   putting their original bytes back where they came from.
+
+mod dead_letters;
+mod fold;
+mod graph;
+mod reader;
+
+pub use dead_letters::{
+    DeadLetterEntry, REDRIVE_OPERATION, Redrive, RedriveOutcome, dead_letter, dead_letters,
+    redrive,
+};
+pub use fold::{Fold, Folded};
+pub use graph::{CausalGraph, Direction, GraphNode, GraphStart, NodeKey, causal_graph};
+pub use reader::{Cursor, Replay, ReplayError, ReplayItem, ReplayRecord, record_at};

@@ -1,0 +1,330 @@
+//! The [`Replay`] reader: one conversation's records, read back raw from
+//! the conversation's partition of each topic.
+
+use std::time::Duration;
+
+use agdx_wire::{
+    AgentEnvelope, ContentType, ConversationId, DeadLetter, FoldSnapshot, LogPosition, RecordId,
+};
+use bytes::Bytes;
+
+use crate::log::{LogError, LogRecord, SharedLog, TopicInfo};
+use crate::producer::Producer;
+use crate::record::content_type_of;
+use crate::topology::Topology;
+
+/// Records one poll of one partition asks for.
+const POLL_BATCH: u32 = 1000;
+
+/// Why replaying failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    /// The log failed.
+    #[error(transparent)]
+    Log(#[from] LogError),
+    /// The record asked for is not on the log (or not where it was looked for).
+    #[error("{0}")]
+    NotFound(String),
+    /// A position names a stream or topic this topology does not have.
+    #[error(
+        "position {position} is not in stream '{stream}' (stream id {stream_id}) or not in one of its agent topics; use a position printed by this log, or --stream to name its stream"
+    )]
+    ForeignPosition {
+        /// The position given.
+        position: LogPosition,
+        /// The stream the topology is in.
+        stream: String,
+        /// That stream's id.
+        stream_id: u32,
+    },
+    /// Appending to the log failed (snapshots, redrives).
+    #[error(transparent)]
+    Produce(#[from] crate::producer::ProduceError),
+    /// A fold's state could not be encoded or decoded.
+    #[error("fold state: {0}")]
+    State(String),
+}
+
+impl ReplayError {
+    /// Whether trying again may succeed.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            ReplayError::Log(e) => e.is_retryable(),
+            ReplayError::NotFound(_) => false,
+            ReplayError::ForeignPosition { .. } => false,
+            ReplayError::Produce(e) => e.is_retryable(),
+            ReplayError::State(_) => false,
+        }
+    }
+}
+
+/// What a replayed record carries, decoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReplayItem {
+    /// An agent envelope (decoded as it is, valid or not).
+    Envelope(AgentEnvelope),
+    /// A dead-letter capsule and, when its payload decodes, the original
+    /// envelope.
+    DeadLetter {
+        /// The capsule.
+        capsule: DeadLetter,
+        /// The envelope it set aside, when the payload decodes.
+        original: Option<Box<AgentEnvelope>>,
+    },
+    /// A fold snapshot.
+    Snapshot(FoldSnapshot),
+}
+
+/// One record read back, raw bytes and decoded view together.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplayRecord {
+    /// The topic's name.
+    pub topic: String,
+    /// Where it sits.
+    pub position: LogPosition,
+    /// When the log accepted it, epoch microseconds (server clock).
+    pub timestamp_micros: u64,
+    /// The `agdx.ct` header (`raw` when absent).
+    pub content_type: ContentType,
+    /// The payload exactly as stored.
+    pub payload: Bytes,
+    /// The payload decoded.
+    pub item: ReplayItem,
+}
+
+impl ReplayRecord {
+    /// Decodes a record of `topic`; `None` when the payload is neither an
+    /// envelope, a dead-letter capsule nor a fold snapshot.
+    pub fn decode(topic: &str, record: LogRecord) -> Option<Self> {
+        let item = if let Ok(envelope) = AgentEnvelope::decode(&record.payload) {
+            ReplayItem::Envelope(envelope)
+        } else if let Ok(capsule) = DeadLetter::decode(&record.payload) {
+            let original = AgentEnvelope::decode(&capsule.payload).ok().map(Box::new);
+            ReplayItem::DeadLetter { capsule, original }
+        } else if let Ok(snapshot) = FoldSnapshot::decode(&record.payload) {
+            ReplayItem::Snapshot(snapshot)
+        } else {
+            return None;
+        };
+        Some(Self {
+            topic: topic.to_owned(),
+            position: record.position,
+            timestamp_micros: record.timestamp_micros,
+            content_type: content_type_of(&record),
+            payload: record.payload,
+            item,
+        })
+    }
+
+    /// The conversation it belongs to (a dead letter: its original's).
+    pub fn conversation(&self) -> Option<ConversationId> {
+        match &self.item {
+            ReplayItem::Envelope(e) => Some(e.conversation),
+            ReplayItem::DeadLetter { original, .. } => original.as_ref().map(|e| e.conversation),
+            ReplayItem::Snapshot(s) => Some(s.conversation),
+        }
+    }
+
+    /// The envelope, when the record is one.
+    pub fn envelope(&self) -> Option<&AgentEnvelope> {
+        match &self.item {
+            ReplayItem::Envelope(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// The record id of the envelope (chunks may have none).
+    pub fn record_id(&self) -> Option<RecordId> {
+        self.envelope().and_then(|e| e.record)
+    }
+
+    /// Log order: timestamp, then position.
+    pub fn order_key(&self) -> (u64, LogPosition) {
+        (self.timestamp_micros, self.position)
+    }
+}
+
+/// Where a [`Replay`] reads next in one topic: the conversation's partition
+/// and the next offset.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cursor {
+    /// The topic.
+    pub topic: TopicInfo,
+    /// The conversation's partition of it.
+    pub partition: u32,
+    /// The next offset to read.
+    pub next: u64,
+}
+
+/// Reads one conversation back from the log: the conversation's partition of
+/// each topic (the only place its records can be), from per-partition
+/// offsets, keeping the conversation's records and ordering them by log
+/// timestamp, then position. Records are shown raw; nothing synthetic is
+/// added.
+///
+/// ```no_run
+/// # async fn demo(log: agdx::log::SharedLog, topology: agdx::Topology, conversation: agdx::wire::ConversationId) -> Result<(), agdx::replay::ReplayError> {
+/// use agdx::replay::Replay;
+/// let mut replay = Replay::new(log, &topology, conversation);
+/// for record in replay.read_to_end().await? {
+///     println!("{} {} {:?}", record.topic, record.position, record.envelope().map(|e| e.kind));
+/// }
+/// # Ok(()) }
+/// ```
+pub struct Replay {
+    log: SharedLog,
+    conversation: ConversationId,
+    cursors: Vec<Cursor>,
+    skipped: u64,
+}
+
+impl Replay {
+    /// A reader of `conversation` over every agent topic, from offset 0.
+    pub fn new(log: SharedLog, topology: &Topology, conversation: ConversationId) -> Self {
+        Self::over(log, topology.all().into_iter().cloned(), conversation)
+    }
+
+    /// A reader of `conversation` over `topics`, from offset 0.
+    pub fn over(
+        log: SharedLog,
+        topics: impl IntoIterator<Item = TopicInfo>,
+        conversation: ConversationId,
+    ) -> Self {
+        let cursors = topics
+            .into_iter()
+            .map(|topic| Cursor {
+                partition: Producer::partition_of(&topic, conversation),
+                topic,
+                next: 0,
+            })
+            .collect();
+        Self {
+            log,
+            conversation,
+            cursors,
+            skipped: 0,
+        }
+    }
+
+    /// Starts every topic at `offset` of the conversation's partition.
+    pub fn from_offset(mut self, offset: u64) -> Self {
+        for cursor in &mut self.cursors {
+            cursor.next = offset;
+        }
+        self
+    }
+
+    /// Starts `topic` at `offset` (other topics keep their start).
+    pub fn from_topic_offset(mut self, topic: &str, offset: u64) -> Self {
+        for cursor in self.cursors.iter_mut().filter(|c| c.topic.topic == topic) {
+            cursor.next = offset;
+        }
+        self
+    }
+
+    /// The conversation read.
+    pub fn conversation(&self) -> ConversationId {
+        self.conversation
+    }
+
+    /// Where each topic is read next.
+    pub fn cursors(&self) -> &[Cursor] {
+        &self.cursors
+    }
+
+    /// Records stepped over: damaged, undecodable, or of another
+    /// conversation sharing the partition.
+    pub fn skipped(&self) -> u64 {
+        self.skipped
+    }
+
+    /// Reads what is there now in every topic (up to a poll's worth each),
+    /// waiting up to `wait` when nothing is; the conversation's records,
+    /// in log order. Empty when there is nothing new.
+    pub async fn next_batch(&mut self, wait: Duration) -> Result<Vec<ReplayRecord>, ReplayError> {
+        let log = &self.log;
+        let polls = self.cursors.iter().map(|cursor| async move {
+            log.poll(&cursor.topic, cursor.partition, cursor.next, POLL_BATCH, wait)
+                .await
+        });
+        let results = futures_util::future::join_all(polls).await;
+        let mut out = Vec::new();
+        for (cursor, result) in self.cursors.iter_mut().zip(results) {
+            let records = match result {
+                Ok(records) => records,
+                Err(LogError::Corrupt { position, .. }) => {
+                    // A damaged record never surfaces; step over it.
+                    cursor.next = position.offset + 1;
+                    self.skipped += 1;
+                    continue;
+                }
+                Err(error) => return Err(error.into()),
+            };
+            for record in records {
+                cursor.next = record.position.offset + 1;
+                match ReplayRecord::decode(&cursor.topic.topic, record) {
+                    Some(r) if r.conversation() == Some(self.conversation) => out.push(r),
+                    _ => self.skipped += 1,
+                }
+            }
+        }
+        out.sort_by_key(ReplayRecord::order_key);
+        Ok(out)
+    }
+
+    /// Reads everything there is now, in log order.
+    pub async fn read_to_end(&mut self) -> Result<Vec<ReplayRecord>, ReplayError> {
+        let mut all = Vec::new();
+        loop {
+            let batch = self.next_batch(Duration::ZERO).await?;
+            if batch.is_empty() {
+                break;
+            }
+            all.extend(batch);
+        }
+        all.sort_by_key(ReplayRecord::order_key);
+        Ok(all)
+    }
+}
+
+/// The record at `position`, decoded; `None` when nothing is there.
+pub async fn record_at(
+    log: &SharedLog,
+    topology: &Topology,
+    position: LogPosition,
+) -> Result<Option<ReplayRecord>, ReplayError> {
+    let topic = topic_of(topology, position)?;
+    let mut records = match log
+        .poll(
+            topic,
+            position.partition,
+            position.offset,
+            1,
+            Duration::ZERO,
+        )
+        .await
+    {
+        Ok(records) => records,
+        Err(LogError::Corrupt { .. }) | Err(LogError::NoSuchPartition { .. }) => return Ok(None),
+        Err(error) => return Err(error.into()),
+    };
+    match records.pop() {
+        Some(record) if record.position == position => {
+            Ok(ReplayRecord::decode(&topic.topic, record))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// The agent topic a position points into.
+pub(crate) fn topic_of(topology: &Topology, position: LogPosition) -> Result<&TopicInfo, ReplayError> {
+    topology
+        .all()
+        .into_iter()
+        .find(|t| t.stream_id == position.stream && t.topic_id == position.topic)
+        .ok_or_else(|| ReplayError::ForeignPosition {
+            position,
+            stream: topology.commands.stream.clone(),
+            stream_id: topology.commands.stream_id,
+        })
+}
