@@ -91,13 +91,16 @@ pub async fn run(global: &Global, command: DlqCommand) -> Result<(), Failure> {
     let entries = dead_letters(&log, &topology).await?;
     let resolve = |id: &str| -> Result<&DeadLetterEntry, Failure> {
         let position = parse_id(id, &topology.dlq)?;
-        entries.iter().find(|e| e.position == position).ok_or_else(|| {
-            Failure::new(format!(
-                "no dead letter {id} on {} (stream '{}'); `agdx dlq list` shows the ids",
-                log.describe(),
-                global.stream
-            ))
-        })
+        entries
+            .iter()
+            .find(|e| e.position == position)
+            .ok_or_else(|| {
+                Failure::new(format!(
+                    "no dead letter {id} on {} (stream '{}'); `agdx dlq list` shows the ids",
+                    log.describe(),
+                    global.stream
+                ))
+            })
     };
     match command {
         DlqCommand::List(args) => {
@@ -107,7 +110,10 @@ pub async fn run(global: &Global, command: DlqCommand) -> Result<(), Failure> {
                 .filter(|e| args.since.is_none_or(|s| e.timestamp_micros >= s))
                 .collect();
             if shown.is_empty() {
-                eprintln!("agdx: no dead letters{}", if entries.is_empty() { "" } else { " match" });
+                eprintln!(
+                    "agdx: no dead letters{}",
+                    if entries.is_empty() { "" } else { " match" }
+                );
                 return Ok(());
             }
             println!(
@@ -123,7 +129,10 @@ pub async fn run(global: &Global, command: DlqCommand) -> Result<(), Failure> {
             let chosen: Vec<&DeadLetterEntry> = if args.all {
                 entries.iter().filter(|e| args.filter.keeps(e)).collect()
             } else {
-                args.ids.iter().map(|id| resolve(id)).collect::<Result<_, _>>()?
+                args.ids
+                    .iter()
+                    .map(|id| resolve(id))
+                    .collect::<Result<_, _>>()?
             };
             if chosen.is_empty() {
                 eprintln!("agdx: no dead letters to redrive");
@@ -190,7 +199,10 @@ fn list_line(entry: &DeadLetterEntry) -> String {
         timestamp(entry.timestamp_micros),
         entry.capsule.reason.name(),
         entry.capsule.attempts,
-        entry.agent().map(|a| a.to_string()).unwrap_or_else(|| "-".into()),
+        entry
+            .agent()
+            .map(|a| a.to_string())
+            .unwrap_or_else(|| "-".into()),
         original
             .and_then(|e| e.operation.clone())
             .unwrap_or_else(|| "-".into()),
@@ -199,7 +211,11 @@ fn list_line(entry: &DeadLetterEntry) -> String {
 
 fn show(entry: &DeadLetterEntry) {
     let capsule = &entry.capsule;
-    println!("dead letter {} (at {})", short_id(entry.position), entry.position);
+    println!(
+        "dead letter {} (at {})",
+        short_id(entry.position),
+        entry.position
+    );
     println!("set aside:  {}", timestamp(entry.timestamp_micros));
     println!("source:     {}", capsule.source);
     println!("reason:     {}", capsule.reason.name());

@@ -38,11 +38,7 @@ pub fn preview(envelope: &AgentEnvelope, content_type: ContentType) -> String {
     }
     match (content_type, std::str::from_utf8(&envelope.body)) {
         (ContentType::Raw | ContentType::Json, Ok(text)) => quote(text),
-        _ => format!(
-            "({} bytes {})",
-            envelope.body.len(),
-            content_type.name()
-        ),
+        _ => format!("({} bytes {})", envelope.body.len(), content_type.name()),
     }
 }
 
@@ -219,7 +215,10 @@ impl Timeline {
 
     fn stream_line(&self, stream: OpenStream, end: &str, last: Option<&ReplayRecord>) -> String {
         let counters = stream.assembler.counters();
-        let envelope = stream.first.envelope().expect("a stream record is an envelope");
+        let envelope = stream
+            .first
+            .envelope()
+            .expect("a stream record is an envelope");
         let what = format!(
             "chunks ×{} {}",
             stream.records,
@@ -265,16 +264,19 @@ impl Timeline {
 fn describe_end(end: &StreamEnd) -> String {
     match end {
         StreamEnd::Finished { finish_reason, .. } => {
-            format!("finished ({})", finish_reason.as_deref().unwrap_or("no reason"))
+            format!(
+                "finished ({})",
+                finish_reason.as_deref().unwrap_or("no reason")
+            )
         }
         StreamEnd::Failed(error) => format!(
             "failed: {}: {}",
             error.code.name(),
             error.message.as_deref().unwrap_or("(no message)")
         ),
-        StreamEnd::Gap { expected, received } => format!(
-            "gap: chunk {expected} missing, {received} came (reader-local, not on the log)"
-        ),
+        StreamEnd::Gap { expected, received } => {
+            format!("gap: chunk {expected} missing, {received} came (reader-local, not on the log)")
+        }
         StreamEnd::Abandoned { deadline_micros } => format!(
             "abandoned: deadline {} passed (reader-local, not on the log)",
             time_of_day(*deadline_micros)
@@ -423,7 +425,10 @@ pub fn graph_text(graph: &CausalGraph) -> String {
         tree(&drawing, first, "", "", &mut drawn, &mut out);
     }
     for missing in graph.missing() {
-        let _ = writeln!(out, "(cause {missing} is not on the log where the walk looked)");
+        let _ = writeln!(
+            out,
+            "(cause {missing} is not on the log where the walk looked)"
+        );
     }
     out
 }
@@ -447,7 +452,11 @@ fn tree(
     let children: Vec<usize> = drawing.children(index).collect();
     for (i, child) in children.iter().enumerate() {
         let last = i + 1 == children.len();
-        let (branch, next) = if last { ("└─ ", "   ") } else { ("├─ ", "│  ") };
+        let (branch, next) = if last {
+            ("└─ ", "   ")
+        } else {
+            ("├─ ", "│  ")
+        };
         tree(
             drawing,
             *child,

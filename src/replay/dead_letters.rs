@@ -91,10 +91,7 @@ pub async fn dead_letters(
     for partition in 0..dlq.partitions {
         let mut from = 0;
         loop {
-            let batch = match log
-                .poll(dlq, partition, from, 1000, Duration::ZERO)
-                .await
-            {
+            let batch = match log.poll(dlq, partition, from, 1000, Duration::ZERO).await {
                 Ok(batch) => batch,
                 Err(LogError::Corrupt { position, .. }) => {
                     from = position.offset + 1;
@@ -109,16 +106,16 @@ pub async fn dead_letters(
                     continue;
                 };
                 match record.item {
-                    ReplayItem::DeadLetter { capsule, original } => {
-                        entries.push(DeadLetterEntry {
-                            position: record.position,
-                            timestamp_micros: record.timestamp_micros,
-                            capsule,
-                            original: original.map(|e| *e),
-                            redrives: Vec::new(),
-                        })
-                    }
-                    ReplayItem::Envelope(e) if e.operation.as_deref() == Some(REDRIVE_OPERATION) => {
+                    ReplayItem::DeadLetter { capsule, original } => entries.push(DeadLetterEntry {
+                        position: record.position,
+                        timestamp_micros: record.timestamp_micros,
+                        capsule,
+                        original: original.map(|e| *e),
+                        redrives: Vec::new(),
+                    }),
+                    ReplayItem::Envelope(e)
+                        if e.operation.as_deref() == Some(REDRIVE_OPERATION) =>
+                    {
                         let Ok(body) = serde_json::from_slice::<RedriveBody>(&e.body) else {
                             continue;
                         };

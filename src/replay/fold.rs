@@ -173,8 +173,8 @@ impl<F: Fold> Folded<F> {
             None => (F::State::default(), None),
         };
         let resumed_from = as_of.map(|o| o + 1);
-        let replay = Replay::over(log.clone(), [topic], conversation)
-            .from_offset(resumed_from.unwrap_or(0));
+        let replay =
+            Replay::over(log.clone(), [topic], conversation).from_offset(resumed_from.unwrap_or(0));
         Self {
             fold,
             log,

@@ -20,7 +20,7 @@
 //! use agdx::wire::*;
 //! # fn rec(offset: u64, e: AgentEnvelope) -> ReplayRecord {
 //! #     ReplayRecord { topic: "t".into(), position: LogPosition { stream: 1, topic: 1, partition: 0, offset },
-//! #         timestamp_micros: offset, content_type: ContentType::Raw, payload: e.encode().into(), item: ReplayItem::Envelope(e) }
+//! #         timestamp_micros: offset, content_type: ContentType::Raw, payload: e.encode().into(), item: ReplayItem::Envelope(Box::new(e)) }
 //! # }
 //! let (conv, me) = (ConversationId::from_u128(9), AgentId::new("a").unwrap());
 //! let ask = AgentEnvelope::command(RecordId::from_u128(1), conv, me.clone(), CorrelationId::from_u128(5), Some("q"), b"?".to_vec());
@@ -95,7 +95,9 @@ impl FromStr for NodeKey {
             });
         }
         s.parse().map(NodeKey::Record).map_err(|e| {
-            format!("{e}; give a 26-character record id or a position stream/topic/partition/offset")
+            format!(
+                "{e}; give a 26-character record id or a position stream/topic/partition/offset"
+            )
         })
     }
 }
@@ -448,9 +450,7 @@ async fn find_start(
                 let Some(last) = batch.last() else { break };
                 from = last.position.offset + 1;
                 for record in batch {
-                    if let Some(found) =
-                        ReplayRecord::decode(&topic.topic, record).filter(is_it)
-                    {
+                    if let Some(found) = ReplayRecord::decode(&topic.topic, record).filter(is_it) {
                         return Ok(found);
                     }
                 }
@@ -461,4 +461,100 @@ async fn find_start(
         "record {id} is on none of the agent topics of stream '{}'; check the id and --stream/--log",
         topology.commands.stream
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    use agdx_wire::{AgentEnvelope, AgentId, ContentType, CorrelationId};
+
+    use super::*;
+    use crate::replay::ReplayItem;
+
+    fn record(offset: u64, envelope: AgentEnvelope) -> ReplayRecord {
+        ReplayRecord {
+            topic: "agent.commands".into(),
+            position: LogPosition {
+                stream: 1,
+                topic: 1,
+                partition: 0,
+                offset,
+            },
+            timestamp_micros: offset,
+            content_type: ContentType::Raw,
+            payload: envelope.encode().into(),
+            item: ReplayItem::Envelope(Box::new(envelope)),
+        }
+    }
+
+    fn event(id: u128, cause: Option<u128>) -> AgentEnvelope {
+        let e = AgentEnvelope::command(
+            RecordId::from_u128(id),
+            ConversationId::from_u128(1),
+            AgentId::new("a").expect("an agent id"),
+            CorrelationId::from_u128(id),
+            Some("op"),
+            b"x".to_vec(),
+        );
+        match cause {
+            Some(c) => e.with_cause(RecordId::from_u128(c), None),
+            None => e,
+        }
+    }
+
+    fn key(id: u128) -> NodeKey {
+        NodeKey::Record(RecordId::from_u128(id))
+    }
+
+    /// Two roots, each with a child; record 5 appears twice, once caused
+    /// by each child: one node reached by two paths.
+    fn merge() -> Vec<ReplayRecord> {
+        vec![
+            record(0, event(1, None)),
+            record(1, event(2, None)),
+            record(2, event(3, Some(1))),
+            record(3, event(4, Some(2))),
+            record(4, event(5, Some(3))),
+            record(5, event(5, Some(4))),
+            record(6, event(6, Some(5))),
+        ]
+    }
+
+    #[test]
+    fn a_record_reached_by_two_paths_is_one_node_with_two_parents() {
+        let graph = CausalGraph::from_records(merge(), &key(5), Direction::Both).expect("found");
+        let node = graph.node(&key(5)).expect("the merge");
+        assert_eq!(node.records.len(), 2, "both appearances");
+        assert_eq!(node.parents, [key(3), key(4)]);
+        assert_eq!(graph.roots(), [&key(1), &key(2)]);
+        assert_eq!(graph.children(&key(5)), [key(6)]);
+        assert_eq!(graph.len(), 6);
+    }
+
+    #[test]
+    fn up_keeps_only_ancestors_and_down_only_descendants() {
+        let up = CausalGraph::from_records(merge(), &key(3), Direction::Up).expect("found");
+        let ups: Vec<NodeKey> = up.nodes().map(|n| n.key).collect();
+        assert_eq!(ups, [key(1), key(3)]);
+        let down = CausalGraph::from_records(merge(), &key(3), Direction::Down).expect("found");
+        let downs: Vec<NodeKey> = down.nodes().map(|n| n.key).collect();
+        assert_eq!(downs, [key(3), key(5), key(6)]);
+        assert_eq!(
+            down.parents(&key(5)),
+            [key(3)],
+            "the merge's other cause is not below the start"
+        );
+    }
+
+    #[test]
+    fn a_missing_cause_is_reported_and_a_position_finds_its_record() {
+        let records = vec![record(0, event(7, Some(99)))];
+        let at = NodeKey::Position(records[0].position);
+        let graph = CausalGraph::from_records(records, &at, Direction::Up).expect("found");
+        assert_eq!(graph.start(), &key(7));
+        assert_eq!(
+            graph.missing().collect::<Vec<_>>(),
+            [&RecordId::from_u128(99)]
+        );
+        assert!(CausalGraph::from_records(Vec::new(), &key(1), Direction::Up).is_none());
+    }
 }

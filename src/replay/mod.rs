@@ -19,8 +19,7 @@ mod graph;
 mod reader;
 
 pub use dead_letters::{
-    DeadLetterEntry, REDRIVE_OPERATION, Redrive, RedriveOutcome, dead_letter, dead_letters,
-    redrive,
+    DeadLetterEntry, REDRIVE_OPERATION, Redrive, RedriveOutcome, dead_letter, dead_letters, redrive,
 };
 pub use fold::{Fold, Folded};
 pub use graph::{CausalGraph, Direction, GraphNode, GraphStart, NodeKey, causal_graph};

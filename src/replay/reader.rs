@@ -62,7 +62,7 @@ impl ReplayError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ReplayItem {
     /// An agent envelope (decoded as it is, valid or not).
-    Envelope(AgentEnvelope),
+    Envelope(Box<AgentEnvelope>),
     /// A dead-letter capsule and, when its payload decodes, the original
     /// envelope.
     DeadLetter {
@@ -97,7 +97,7 @@ impl ReplayRecord {
     /// envelope, a dead-letter capsule nor a fold snapshot.
     pub fn decode(topic: &str, record: LogRecord) -> Option<Self> {
         let item = if let Ok(envelope) = AgentEnvelope::decode(&record.payload) {
-            ReplayItem::Envelope(envelope)
+            ReplayItem::Envelope(Box::new(envelope))
         } else if let Ok(capsule) = DeadLetter::decode(&record.payload) {
             let original = AgentEnvelope::decode(&capsule.payload).ok().map(Box::new);
             ReplayItem::DeadLetter { capsule, original }
@@ -244,8 +244,14 @@ impl Replay {
     pub async fn next_batch(&mut self, wait: Duration) -> Result<Vec<ReplayRecord>, ReplayError> {
         let log = &self.log;
         let polls = self.cursors.iter().map(|cursor| async move {
-            log.poll(&cursor.topic, cursor.partition, cursor.next, POLL_BATCH, wait)
-                .await
+            log.poll(
+                &cursor.topic,
+                cursor.partition,
+                cursor.next,
+                POLL_BATCH,
+                wait,
+            )
+            .await
         });
         let results = futures_util::future::join_all(polls).await;
         let mut out = Vec::new();
@@ -317,7 +323,10 @@ pub async fn record_at(
 }
 
 /// The agent topic a position points into.
-pub(crate) fn topic_of(topology: &Topology, position: LogPosition) -> Result<&TopicInfo, ReplayError> {
+pub(crate) fn topic_of(
+    topology: &Topology,
+    position: LogPosition,
+) -> Result<&TopicInfo, ReplayError> {
     topology
         .all()
         .into_iter()

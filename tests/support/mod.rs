@@ -12,6 +12,7 @@
     reason = "each test binary uses its own part of the shared support"
 )]
 
+pub mod agents;
 pub mod embedded;
 pub mod fabric;
 pub mod iggy;
