@@ -37,6 +37,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::Instrument;
 
+use crate::cards::{WorkerSeen, worker_seen};
 use crate::claim_check::{ClaimCheckError, resolve_body};
 use crate::clock::{SharedClock, system_clock};
 use crate::log::{DEFAULT_POLL_WAIT, LogError, SharedLog, TopicInfo};
@@ -63,7 +64,7 @@ pub enum AskError {
     #[error("the reply body could not be resolved: {0}")]
     ClaimCheck(#[from] ClaimCheckError),
     /// No terminal reply arrived in time.
-    #[error("{}", timeout_message(target.as_ref(), operation, correlation, waited))]
+    #[error("{}", timeout_message(target.as_ref(), operation, correlation, waited, worker))]
     Timeout {
         /// The agent asked, when the command named one.
         target: Option<AgentId>,
@@ -73,6 +74,8 @@ pub enum AskError {
         correlation: CorrelationId,
         /// How long the ask waited after sending, to the millisecond.
         waited: Duration,
+        /// Whether a live worker for the target was seen on the registry.
+        worker: WorkerSeen,
     },
 }
 
@@ -95,13 +98,29 @@ fn timeout_message(
     operation: &str,
     correlation: &CorrelationId,
     waited: &Duration,
+    worker: &WorkerSeen,
 ) -> String {
-    match target {
-        Some(agent) => format!(
-            "no reply from {agent} to operation '{operation}' (correlation {correlation}) within {waited:?}; is a worker for '{agent}' running on this log (`agdx worker --agent {agent} ...`)?"
-        ),
-        None => format!(
+    let Some(agent) = target else {
+        return format!(
             "no reply to operation '{operation}' (correlation {correlation}) within {waited:?}; the command named no agent (--to), is any worker running on this log?"
+        );
+    };
+    let head = format!(
+        "no reply from {agent} to operation '{operation}' (correlation {correlation}) within {waited:?}"
+    );
+    let start = format!("start one with `agdx worker --agent {agent} ...`");
+    match worker {
+        WorkerSeen::Unchecked => format!(
+            "{head}; is a worker for '{agent}' running on this log (`agdx worker --agent {agent} ...`)?"
+        ),
+        WorkerSeen::Live { .. } => format!(
+            "{head}; a worker for '{agent}' is live (its card is fresh) but did not answer in time: it may be busy with earlier commands of this conversation; wait longer (--timeout) or look at `agdx timeline`"
+        ),
+        WorkerSeen::Gone { .. } => format!(
+            "{head}; no worker for '{agent}' is live (workers were seen, but left or their cards expired); the command waits on the log: {start}"
+        ),
+        WorkerSeen::Never => format!(
+            "{head}; no worker for '{agent}' was seen on this log (no agent card on the registry); the command waits on the log: {start}"
         ),
     }
 }
@@ -288,11 +307,16 @@ impl Requester {
         timeout: Duration,
     ) -> Result<Answer, AskError> {
         let mut watch = self.send(request).await?;
-        let deadline = instant_after(timeout);
+        let mut deadline = instant_after(timeout);
         let mut body = Vec::new();
         loop {
-            match watch.next_until(deadline).await? {
-                ReplyEvent::Status(_) => {}
+            let event = match watch.next_until(deadline).await {
+                Err(timeout) => return Err(self.explain(timeout).await),
+                Ok(event) => event,
+            };
+            match event {
+                // A sign of life: the wait starts over.
+                ReplyEvent::Status(_) => deadline = instant_after(timeout),
                 ReplyEvent::Response(reply) => return Ok(Answer::Response(Box::new(reply))),
                 ReplyEvent::Error(error) => return Err(AskError::Remote(error)),
                 ReplyEvent::Chunk { body: chunk, .. } => body.extend_from_slice(&chunk),
@@ -310,6 +334,32 @@ impl Requester {
                 }
                 ReplyEvent::StreamEnd(end) => return Err(AskError::StreamBroken(end)),
             }
+        }
+    }
+
+    /// A timeout completed with whether a worker for its target was seen.
+    pub async fn explain(&self, error: AskError) -> AskError {
+        match error {
+            AskError::Timeout {
+                target: Some(agent),
+                operation,
+                correlation,
+                waited,
+                worker: WorkerSeen::Unchecked,
+            } => {
+                let producer = &self.producer;
+                let worker = worker_seen(producer.log(), producer.topology(), &agent, &self.clock)
+                    .await
+                    .unwrap_or(WorkerSeen::Unchecked);
+                AskError::Timeout {
+                    target: Some(agent),
+                    operation,
+                    correlation,
+                    waited,
+                    worker,
+                }
+            }
+            other => other,
         }
     }
 
@@ -484,6 +534,7 @@ impl ReplyWatch {
             target: self.target.clone(),
             operation: self.operation.clone(),
             correlation: self.correlation,
+            worker: WorkerSeen::Unchecked,
             waited: Duration::from_millis(
                 self.sent_at
                     .elapsed()

@@ -14,6 +14,7 @@
 //! - [`Requester`]: `ask` and `ask_stream`, first terminal reply wins.
 //! - [`worker::Worker`]: a consumer-group member that runs handlers and
 //!   commits only after the reply is on the log.
+//! - [`cards`]: live agent cards on `agent.registry`: who is running.
 //! - [`replay`]: the log read back: conversation timelines, the causal
 //!   graph, folds with snapshots, dead-letter tools.
 //!
@@ -25,6 +26,7 @@
 mod ask;
 pub mod bench;
 mod blob;
+pub mod cards;
 mod claim_check;
 mod clock;
 mod dlq;

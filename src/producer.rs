@@ -467,6 +467,29 @@ impl Producer {
         .await
     }
 
+    /// Reports that the request `to` is still being worked on (`status`
+    /// `progress` on `agent.responses`, with its correlation): the
+    /// requester's heartbeat.
+    pub async fn progress(
+        &self,
+        to: &ReplyTo,
+        body: Vec<u8>,
+        content_type: ContentType,
+    ) -> Result<Sent, ProduceError> {
+        let envelope = AgentEnvelope::status_progress(
+            new_record_id(),
+            to.conversation,
+            self.inner.source.clone(),
+            body,
+        )
+        .with_correlation(to.correlation);
+        self.publish_one(
+            &self.inner.topology.responses,
+            Outgoing::new(to.address(envelope), content_type),
+        )
+        .await
+    }
+
     /// Reports progress in `conversation` (`status` `progress` on `agent.responses`).
     pub async fn status_progress(
         &self,
@@ -489,12 +512,9 @@ impl Producer {
 
     /// Publishes this agent's card (`status` `card` on `agent.registry`).
     pub async fn status_card(&self, card: &AgentCard) -> Result<Sent, ProduceError> {
-        let conversation = ConversationId::from_u128(xxhash_rust::xxh3::xxh3_128(
-            self.inner.source.as_str().as_bytes(),
-        ));
         let envelope = AgentEnvelope::status_card(
             new_record_id(),
-            conversation,
+            crate::cards::card_conversation(&self.inner.source),
             self.inner.source.clone(),
             card,
         );

@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use clap::Args;
 
-use agdx::{AskError, Producer, ReplyEvent, Requester, StreamEnd};
+use agdx::cards::worker_seen;
+use agdx::wire::StatusOperation;
+use agdx::{AskError, Producer, ReplyEvent, Requester, StreamEnd, system_clock};
 
 use super::context::{EXIT_REMOTE_ERROR, EXIT_TIMEOUT, Failure, Global, parse_duration};
 use super::send::CommandArgs;
@@ -21,7 +23,8 @@ pub struct AskArgs {
     #[command(flatten)]
     pub command: CommandArgs,
 
-    /// How long to wait for the reply (e.g. 30s, 2m).
+    /// How long to wait for the reply (e.g. 30s, 2m); each sign of life from
+    /// the worker (a progress heartbeat on long work) starts the wait over.
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
     pub timeout: Duration,
 }
@@ -30,15 +33,34 @@ pub async fn run(global: &Global, args: AskArgs) -> Result<(), Failure> {
     let (log, topology) = global.topology().await?;
     let producer = Producer::new(log, topology, args.command.source.clone())
         .with_claim_check(global.claim_check(None, None));
-    let requester = Requester::new(producer);
     let request = args.command.request()?;
-    let deadline = tokio::time::Instant::now() + args.timeout;
+    if let Some(agent) = &request.target {
+        let seen = worker_seen(producer.log(), producer.topology(), agent, &system_clock()).await;
+        if seen.is_ok_and(|seen| !seen.is_live()) {
+            eprintln!(
+                "agdx: no live worker for agent '{agent}' seen — the command waits on the log; start one with agdx worker --agent {agent} …"
+            );
+        }
+    }
+    let requester = Requester::new(producer);
+    let mut deadline = tokio::time::Instant::now() + args.timeout;
     let mut watch = requester.send(request).await.map_err(ask_failure)?;
+    let sent_at = tokio::time::Instant::now();
     let mut stdout = std::io::stdout().lock();
     loop {
-        let event = watch.next_until(deadline).await.map_err(ask_failure)?;
+        let event = match watch.next_until(deadline).await {
+            Ok(event) => event,
+            Err(error) => return Err(ask_failure(requester.explain(error).await)),
+        };
         match event {
-            ReplyEvent::Status(_) => {}
+            ReplyEvent::Status(status) => {
+                // A sign of life: the wait starts over.
+                deadline = tokio::time::Instant::now() + args.timeout;
+                if status.envelope.operation.as_deref() == Some(StatusOperation::Progress.as_str())
+                {
+                    eprintln!("… still working ({} s)", sent_at.elapsed().as_secs());
+                }
+            }
             ReplyEvent::Response(reply) => {
                 stdout.write_all(&reply.body)?;
                 finish_line(&mut stdout, &reply.body)?;

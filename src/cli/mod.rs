@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod agents;
 mod ask;
 mod bench;
 mod context;
@@ -50,6 +51,8 @@ pub enum Command {
     Worker(worker::WorkerArgs),
     /// Print records as JSON lines (all agent topics, or one; optionally one conversation; --follow to keep going).
     Tail(tail::TailArgs),
+    /// The agents with a live worker (fresh agent cards): operations, members, last seen.
+    Agents(agents::AgentsArgs),
     /// One conversation's records in log order, for people (or --json).
     Timeline(timeline::TimelineArgs),
     /// The causal graph around a record: ancestors, descendants or both (text, dot, mermaid).
@@ -92,6 +95,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Send(args) => block_on(send::run(&global, args)),
         Command::Worker(args) => block_on(worker::run(&global, args)),
         Command::Tail(args) => block_on(tail::run(&global, args)),
+        Command::Agents(args) => block_on(agents::run(&global, args)),
         Command::Timeline(args) => block_on(timeline::run(&global, args)),
         Command::Graph(args) => block_on(graph::run(&global, args)),
         Command::Dlq(command) => block_on(dlq::run(&global, command)),

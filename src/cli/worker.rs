@@ -68,6 +68,25 @@ pub struct WorkerArgs {
     /// Replies larger than this many bytes go to the blob store as a claim check.
     #[arg(long, value_name = "BYTES")]
     pub claim_check_threshold: Option<usize>,
+
+    /// While a command runs longer than this, tell its requester every
+    /// interval that it is still being worked on (a `progress` status).
+    #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = parse_duration)]
+    pub progress_interval: Duration,
+
+    /// Stop a command still running after this long and dead-letter it
+    /// (deadline_exceeded). Default: no limit.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub handler_limit: Option<Duration>,
+
+    /// How long this worker's agent card stays true; it is published again
+    /// before half of it has passed (`agdx agents` lists live agents).
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
+    pub card_ttl: Duration,
+
+    /// The version the agent card names.
+    #[arg(long, value_name = "VERSION")]
+    pub agent_version: Option<String>,
 }
 
 pub async fn run(global: &Global, args: WorkerArgs) -> Result<(), Failure> {
@@ -88,6 +107,10 @@ pub async fn run(global: &Global, args: WorkerArgs) -> Result<(), Failure> {
                 .clone()
                 .unwrap_or_else(|| global.default_state_dir()),
         ),
+        progress_interval: args.progress_interval,
+        handler_limit: args.handler_limit,
+        card_ttl: args.card_ttl,
+        agent_version: args.agent_version.clone(),
         ..WorkerConfig::default()
     };
     let mut worker = Worker::new(producer, config);

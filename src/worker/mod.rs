@@ -45,12 +45,14 @@ use crate::retry::RetryPolicy;
 
 mod exec;
 mod handler;
+mod heartbeat;
 mod process;
 
 pub use exec::{EXIT_RETRYABLE, ExecHandler};
 pub use handler::{
     EchoHandler, FnHandler, Handler, HandlerError, HandlerReply, Request, handler_fn,
 };
+pub use heartbeat::DEFAULT_PROGRESS_INTERVAL;
 use process::{Disposition, Handlers, Outcome, Processor};
 
 /// How a worker pool behaves.
@@ -74,6 +76,17 @@ pub struct WorkerConfig {
     pub state_dir: Option<PathBuf>,
     /// How often group membership is checked for moved partitions.
     pub rebalance_every: Duration,
+    /// While a handler runs longer than this, a `status` `progress` record
+    /// goes to its requester every interval (which keeps it waiting).
+    pub progress_interval: Duration,
+    /// A handler still running after this long is stopped and its command
+    /// dead-lettered (`deadline_exceeded`); `None`: no limit.
+    pub handler_limit: Option<Duration>,
+    /// How long the agent card the pool publishes stays true; it is
+    /// published again before half of it has passed.
+    pub card_ttl: Duration,
+    /// The version the agent card names.
+    pub agent_version: Option<String>,
 }
 
 impl Default for WorkerConfig {
@@ -87,6 +100,10 @@ impl Default for WorkerConfig {
             understood_features: 0,
             state_dir: None,
             rebalance_every: Duration::from_millis(250),
+            progress_interval: heartbeat::DEFAULT_PROGRESS_INTERVAL,
+            handler_limit: None,
+            card_ttl: crate::cards::DEFAULT_CARD_TTL,
+            agent_version: None,
         }
     }
 }
@@ -208,6 +225,13 @@ impl Worker {
             Some(dir) => Some(ProcessedKeys::open(dir)?),
             None => None,
         };
+        let card = crate::cards::worker_card(
+            &agent,
+            self.config.agent_version.as_deref(),
+            &self.handlers.operations(),
+            self.handlers.fallback.is_some(),
+            self.config.card_ttl,
+        );
         let processor = Arc::new(Processor {
             agent: agent.clone(),
             producer: self.producer.clone(),
@@ -217,11 +241,20 @@ impl Worker {
             retry: self.config.retry,
             understood_features: self.config.understood_features,
             claim_check: self.claim_check,
+            progress_interval: self.config.progress_interval,
+            handler_limit: self.config.handler_limit,
         });
         let log = self.producer.log().clone();
         let commands = self.producer.topology().commands.clone();
         let member = log.join_group(&commands, &group).await?;
         tracing::info!(agent = %agent, group = %group, member = %member.member_id(), log = %log.describe(), "worker joined its group");
+        let card_stop = CancellationToken::new();
+        let cards = tokio::spawn(crate::cards::keep_card_fresh(
+            self.producer.clone(),
+            card,
+            member.member_id(),
+            card_stop.clone(),
+        ));
         let ctx = Arc::new(PartitionContext {
             processor,
             group,
@@ -270,6 +303,10 @@ impl Worker {
             if let Err(error) = task.await {
                 tracing::error!(%error, "a partition task failed");
             }
+        }
+        card_stop.cancel();
+        if let Err(error) = cards.await {
+            tracing::error!(%error, "the card publisher failed");
         }
         member.leave().await?;
         tracing::info!(agent = %agent, "worker left its group");

@@ -78,6 +78,13 @@ impl Handlers {
             .cloned()
     }
 
+    /// The handled operations, sorted.
+    pub fn operations(&self) -> Vec<String> {
+        let mut ops: Vec<String> = self.by_operation.keys().cloned().collect();
+        ops.sort_unstable();
+        ops
+    }
+
     /// The handled operations, sorted, for error messages.
     fn list(&self) -> String {
         let mut ops: Vec<&str> = self.by_operation.keys().map(String::as_str).collect();
@@ -100,6 +107,8 @@ pub(crate) struct Processor {
     pub retry: RetryPolicy,
     pub understood_features: u64,
     pub claim_check: Option<ClaimCheck>,
+    pub progress_interval: std::time::Duration,
+    pub handler_limit: Option<std::time::Duration>,
 }
 
 impl Processor {
@@ -272,7 +281,13 @@ impl Processor {
             recorder,
         };
         let result = loop {
-            match handler.handle(request.clone()).await {
+            let heartbeat = super::heartbeat::Heartbeat {
+                producer: &self.producer,
+                to: reply_to.as_ref(),
+                every: self.progress_interval,
+                limit: self.handler_limit,
+            };
+            match heartbeat.around(handler.handle(request.clone())).await {
                 Ok(reply) => break Ok(reply),
                 // A retry after chunks went out would start a second stream the
                 // reader has no use for; such a failure is final.

@@ -1,0 +1,73 @@
+//! `agdx agents`: the agents with a live worker, from their cards.
+
+use std::time::Duration;
+
+use clap::Args;
+
+use agdx::cards::{LiveAgent, LiveAgents};
+use agdx::{Clock, SystemClock};
+
+use super::context::{Failure, Global};
+use super::view::human_micros;
+
+/// Lists every agent with a fresh card on agent.registry: the operations
+/// it handles, its live pool members, when it was last seen and when its
+/// card runs out. A card older than its TTL means the worker is gone.
+#[derive(Debug, Args)]
+pub struct AgentsArgs {
+    /// Keep the list up to date (Ctrl-C stops).
+    #[arg(long)]
+    pub watch: bool,
+
+    /// With --watch: how often to look again.
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = super::context::parse_duration)]
+    pub every: Duration,
+}
+
+pub async fn run(global: &Global, args: AgentsArgs) -> Result<(), Failure> {
+    let (log, topology) = global.topology().await?;
+    let mut agents = LiveAgents::default();
+    loop {
+        agents.catch_up(&log, &topology.registry).await?;
+        let now = SystemClock.now_micros();
+        let live = agents.live(now);
+        if args.watch {
+            println!("— {} —", super::tail::timestamp(now));
+        }
+        if live.is_empty() {
+            println!(
+                "no live agents on {} (stream '{}'); start a worker with `agdx worker --agent NAME ...`",
+                log.describe(),
+                global.stream
+            );
+        } else {
+            print!("{}", table(&live, now));
+        }
+        if !args.watch {
+            return Ok(());
+        }
+        tokio::time::sleep(args.every).await;
+    }
+}
+
+/// The agents as a table for people.
+pub fn table(live: &[LiveAgent], now: u64) -> String {
+    let mut out = format!(
+        "{:<16} {:<28} {:>7}  {:<12} {:<12}\n",
+        "AGENT", "OPERATIONS", "MEMBERS", "LAST SEEN", "EXPIRES IN"
+    );
+    for agent in live {
+        out.push_str(&format!(
+            "{:<16} {:<28} {:>7}  {:<12} {:<12}\n",
+            agent.agent,
+            agent.operations.join(", "),
+            agent.members.len(),
+            format!(
+                "{} ago",
+                human_micros(now.saturating_sub(agent.last_seen_micros))
+            ),
+            human_micros(agent.expires_micros.saturating_sub(now)),
+        ));
+    }
+    out
+}
