@@ -306,14 +306,24 @@ impl Requester {
         request: CommandRequest,
         timeout: Duration,
     ) -> Result<Answer, AskError> {
+        let target = request.target.as_ref().map(|t| t.to_string()).unwrap_or_default();
         let mut watch = self.send(request).await?;
+        let sent_at = Instant::now();
         let mut deadline = instant_after(timeout);
         let mut body = Vec::new();
         loop {
             let event = match watch.next_until(deadline).await {
-                Err(timeout) => return Err(self.explain(timeout).await),
+                Err(error) => {
+                    if matches!(error, AskError::Timeout { .. }) {
+                        crate::metrics::ask_timeout(&target);
+                    }
+                    return Err(self.explain(error).await);
+                }
                 Ok(event) => event,
             };
+            if event.is_terminal() {
+                crate::metrics::reply_time(&target, sent_at.elapsed());
+            }
             match event {
                 // A sign of life: the wait starts over.
                 ReplyEvent::Status(_) => deadline = instant_after(timeout),

@@ -33,6 +33,7 @@ mod dlq;
 mod idempotency;
 mod ids;
 pub mod log;
+pub mod metrics;
 mod producer;
 mod reassembly;
 mod record;

@@ -87,9 +87,25 @@ pub struct WorkerArgs {
     /// The version the agent card names.
     #[arg(long, value_name = "VERSION")]
     pub agent_version: Option<String>,
+
+    /// Serve metrics in the Prometheus text format on ADDR (e.g.
+    /// 127.0.0.1:9464): records by outcome, retries, handler latency, commit
+    /// lag per partition.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 pub async fn run(global: &Global, args: WorkerArgs) -> Result<(), Failure> {
+    if let Some(addr) = args.metrics {
+        metrics_exporter_prometheus::PrometheusBuilder::new()
+            .with_http_listener(addr)
+            .install()
+            .map_err(|e| {
+                Failure::new(format!(
+                    "cannot serve metrics on {addr}: {e}; pick a free address with --metrics HOST:PORT"
+                ))
+            })?;
+    }
     let (log, topology) = global.topology().await?;
     let describe = log.describe();
     let producer = Producer::new(log, topology, args.agent.clone())

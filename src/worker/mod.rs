@@ -149,15 +149,16 @@ pub struct WorkerStats {
 }
 
 impl WorkerStats {
-    fn count(&self, disposition: Disposition) {
-        let counter = match disposition {
-            Disposition::Handled => &self.handled,
-            Disposition::Deduplicated => &self.deduplicated,
-            Disposition::Skipped => &self.skipped,
-            Disposition::Unsupported => &self.unsupported,
-            Disposition::DeadLettered => &self.dead_lettered,
+    fn count(&self, agent: &str, disposition: Disposition) {
+        let (counter, outcome) = match disposition {
+            Disposition::Handled => (&self.handled, "handled"),
+            Disposition::Deduplicated => (&self.deduplicated, "deduplicated"),
+            Disposition::Skipped => (&self.skipped, "skipped"),
+            Disposition::Unsupported => (&self.unsupported, "unsupported"),
+            Disposition::DeadLettered => (&self.dead_lettered, "dead_lettered"),
         };
         counter.fetch_add(1, Ordering::Relaxed);
+        crate::metrics::record_outcome(agent, outcome);
     }
 }
 
@@ -264,10 +265,16 @@ impl Worker {
         });
         let mut running: HashMap<u32, (CancellationToken, JoinHandle<()>)> = HashMap::new();
         let mut tick = tokio::time::interval(self.config.rebalance_every);
+        let mut lag_every = tokio::time::interval(COMMIT_LAG_EVERY);
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => break,
                 _ = tick.tick() => {}
+                _ = lag_every.tick() => {
+                    let partitions: Vec<u32> = running.keys().copied().collect();
+                    tokio::spawn(measure_commit_lag(ctx.clone(), partitions));
+                    continue;
+                }
             }
             let assigned = match member.assigned().await {
                 Ok(assigned) => assigned,
@@ -311,6 +318,28 @@ impl Worker {
         member.leave().await?;
         tracing::info!(agent = %agent, "worker left its group");
         Ok(())
+    }
+}
+
+/// How often the pool measures each partition's commit lag (for metrics).
+const COMMIT_LAG_EVERY: Duration = Duration::from_secs(2);
+
+/// Sets the commit-lag gauge of each partition: records on the log after
+/// the group's committed offset.
+async fn measure_commit_lag(ctx: Arc<PartitionContext>, partitions: Vec<u32>) {
+    let producer = &ctx.processor.producer;
+    let (log, commands) = (producer.log(), &producer.topology().commands);
+    for partition in partitions {
+        let last = log.last_offset(commands, partition).await;
+        let committed = log.committed_offset(commands, &ctx.group, partition).await;
+        if let (Ok(last), Ok(committed)) = (last, committed) {
+            let lag = match (last, committed) {
+                (Some(last), Some(committed)) => last.saturating_sub(committed),
+                (Some(last), None) => last + 1,
+                (None, _) => 0,
+            };
+            crate::metrics::commit_lag(ctx.processor.agent.as_str(), partition, lag);
+        }
     }
 }
 
@@ -425,7 +454,8 @@ async fn turn(
             };
             let stepped = flush(ctx, partition, unflushed, &mut cursor).await;
             if stepped.is_ok() {
-                ctx.stats.count(Disposition::DeadLettered);
+                ctx.stats
+                    .count(ctx.processor.agent.as_str(), Disposition::DeadLettered);
             }
             stepped
         }
@@ -511,7 +541,7 @@ async fn handle_batch(
                 return Err(error.into());
             }
         };
-        ctx.stats.count(disposition);
+        ctx.stats.count(ctx.processor.agent.as_str(), disposition);
         unflushed.replies.extend(replies);
         unflushed.dead_letters.extend(dead_letter);
         unflushed.last_offset = Some(record.position.offset);

@@ -287,7 +287,14 @@ impl Processor {
                 every: self.progress_interval,
                 limit: self.handler_limit,
             };
-            match heartbeat.around(handler.handle(request.clone())).await {
+            let started = std::time::Instant::now();
+            let outcome = heartbeat.around(handler.handle(request.clone())).await;
+            crate::metrics::handler_time(
+                self.agent.as_str(),
+                request.operation(),
+                started.elapsed(),
+            );
+            match outcome {
                 Ok(reply) => break Ok(reply),
                 // A retry after chunks went out would start a second stream the
                 // reader has no use for; such a failure is final.
@@ -300,6 +307,7 @@ impl Processor {
                         .retry
                         .delay_after(request.attempt, rand::random::<f64>());
                     tracing::info!(attempt = request.attempt, ?delay, %error, "retryable failure; trying again");
+                    crate::metrics::retry(self.agent.as_str());
                     tokio::time::sleep(delay).await;
                     request.attempt += 1;
                 }

@@ -1,0 +1,58 @@
+//! Counters and latencies, through the `metrics` facade: nothing is
+//! recorded until a program installs a recorder (`agdx worker --metrics
+//! ADDR` installs the Prometheus exporter). Every name is here, in one
+//! place.
+//!
+//! | name | kind | labels |
+//! | --- | --- | --- |
+//! | `agdx_worker_records_total` | counter | `agent`, `outcome` (handled, deduplicated, skipped, unsupported, dead_lettered) |
+//! | `agdx_worker_retries_total` | counter | `agent` |
+//! | `agdx_worker_handler_seconds` | histogram | `agent`, `operation` |
+//! | `agdx_worker_commit_lag` | gauge | `agent`, `partition`: records on the log after the group's committed offset |
+//! | `agdx_ask_reply_seconds` | histogram | `target`: send to first terminal reply |
+//! | `agdx_ask_timeouts_total` | counter | `target` |
+
+use std::time::Duration;
+
+/// Records a worker finished with, by outcome.
+pub const WORKER_RECORDS: &str = "agdx_worker_records_total";
+/// Retries of retryable handler failures.
+pub const WORKER_RETRIES: &str = "agdx_worker_retries_total";
+/// How long handlers ran.
+pub const WORKER_HANDLER_SECONDS: &str = "agdx_worker_handler_seconds";
+/// Records after the committed offset, per partition.
+pub const WORKER_COMMIT_LAG: &str = "agdx_worker_commit_lag";
+/// Send to first terminal reply.
+pub const ASK_REPLY_SECONDS: &str = "agdx_ask_reply_seconds";
+/// Asks that timed out.
+pub const ASK_TIMEOUTS: &str = "agdx_ask_timeouts_total";
+
+pub(crate) fn record_outcome(agent: &str, outcome: &'static str) {
+    metrics::counter!(WORKER_RECORDS, "agent" => agent.to_owned(), "outcome" => outcome).increment(1);
+}
+
+pub(crate) fn retry(agent: &str) {
+    metrics::counter!(WORKER_RETRIES, "agent" => agent.to_owned()).increment(1);
+}
+
+pub(crate) fn handler_time(agent: &str, operation: Option<&str>, took: Duration) {
+    metrics::histogram!(
+        WORKER_HANDLER_SECONDS,
+        "agent" => agent.to_owned(),
+        "operation" => operation.unwrap_or("").to_owned()
+    )
+    .record(took.as_secs_f64());
+}
+
+pub(crate) fn commit_lag(agent: &str, partition: u32, lag: u64) {
+    metrics::gauge!(WORKER_COMMIT_LAG, "agent" => agent.to_owned(), "partition" => partition.to_string())
+        .set(lag as f64);
+}
+
+pub(crate) fn reply_time(target: &str, took: Duration) {
+    metrics::histogram!(ASK_REPLY_SECONDS, "target" => target.to_owned()).record(took.as_secs_f64());
+}
+
+pub(crate) fn ask_timeout(target: &str) {
+    metrics::counter!(ASK_TIMEOUTS, "target" => target.to_owned()).increment(1);
+}
