@@ -306,7 +306,11 @@ impl Requester {
         request: CommandRequest,
         timeout: Duration,
     ) -> Result<Answer, AskError> {
-        let target = request.target.as_ref().map(|t| t.to_string()).unwrap_or_default();
+        let target = request
+            .target
+            .as_ref()
+            .map(|t| t.to_string())
+            .unwrap_or_default();
         let mut watch = self.send(request).await?;
         let sent_at = Instant::now();
         let mut deadline = instant_after(timeout);

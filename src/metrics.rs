@@ -28,7 +28,8 @@ pub const ASK_REPLY_SECONDS: &str = "agdx_ask_reply_seconds";
 pub const ASK_TIMEOUTS: &str = "agdx_ask_timeouts_total";
 
 pub(crate) fn record_outcome(agent: &str, outcome: &'static str) {
-    metrics::counter!(WORKER_RECORDS, "agent" => agent.to_owned(), "outcome" => outcome).increment(1);
+    metrics::counter!(WORKER_RECORDS, "agent" => agent.to_owned(), "outcome" => outcome)
+        .increment(1);
 }
 
 pub(crate) fn retry(agent: &str) {
@@ -50,7 +51,8 @@ pub(crate) fn commit_lag(agent: &str, partition: u32, lag: u64) {
 }
 
 pub(crate) fn reply_time(target: &str, took: Duration) {
-    metrics::histogram!(ASK_REPLY_SECONDS, "target" => target.to_owned()).record(took.as_secs_f64());
+    metrics::histogram!(ASK_REPLY_SECONDS, "target" => target.to_owned())
+        .record(took.as_secs_f64());
 }
 
 pub(crate) fn ask_timeout(target: &str) {

@@ -28,20 +28,60 @@ async fn a_worker_serves_its_metrics_in_prometheus_text() {
     on_every_fabric("metrics", |fabric| async move {
         let addr = free_address();
         let mut worker = fabric.spawn_worker_process(&[
-            "--agent", "tool", "--exec", "cat", "--operation", "copy", "--metrics", &addr,
+            "--agent",
+            "tool",
+            "--exec",
+            "cat",
+            "--operation",
+            "copy",
+            "--metrics",
+            &addr,
         ]);
-        let (code, _, stderr) = fabric.run_agdx(&["ask", "--to", "tool", "--operation", "copy", "--timeout", "20s", "x"]).await;
+        let (code, _, stderr) = fabric
+            .run_agdx(&[
+                "ask",
+                "--to",
+                "tool",
+                "--operation",
+                "copy",
+                "--timeout",
+                "20s",
+                "x",
+            ])
+            .await;
         assert_eq!(code, 0, "{stderr}");
-        let (code, _, _) = fabric.run_agdx(&["ask", "--to", "tool", "--operation", "nope", "--timeout", "20s", "x"]).await;
+        let (code, _, _) = fabric
+            .run_agdx(&[
+                "ask",
+                "--to",
+                "tool",
+                "--operation",
+                "nope",
+                "--timeout",
+                "20s",
+                "x",
+            ])
+            .await;
         assert_eq!(code, 3);
         let text = eventually("the metrics", || async {
-            scrape(&addr).await.filter(|t| t.contains("agdx_worker_commit_lag"))
+            scrape(&addr)
+                .await
+                .filter(|t| t.contains("agdx_worker_commit_lag"))
         })
         .await;
-        assert!(text.contains("agdx_worker_records_total{agent=\"tool\",outcome=\"handled\"} 1"), "{text}");
-        assert!(text.contains("agdx_worker_records_total{agent=\"tool\",outcome=\"unsupported\"} 1"), "{text}");
+        assert!(
+            text.contains("agdx_worker_records_total{agent=\"tool\",outcome=\"handled\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("agdx_worker_records_total{agent=\"tool\",outcome=\"unsupported\"} 1"),
+            "{text}"
+        );
         assert!(text.contains("agdx_worker_handler_seconds"), "{text}");
-        assert!(text.contains("agdx_worker_commit_lag{agent=\"tool\",partition=\""), "{text}");
+        assert!(
+            text.contains("agdx_worker_commit_lag{agent=\"tool\",partition=\""),
+            "{text}"
+        );
         terminate(&mut worker).await;
     })
     .await;

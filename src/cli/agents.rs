@@ -59,7 +59,7 @@ pub fn table(live: &[LiveAgent], now: u64) -> String {
     for agent in live {
         out.push_str(&format!(
             "{:<16} {:<28} {:>7}  {:<12} {:<12}\n",
-            agent.agent,
+            agent.agent.as_str(),
             agent.operations.join(", "),
             agent.members.len(),
             format!(

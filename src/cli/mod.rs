@@ -9,6 +9,7 @@ mod agents;
 mod ask;
 mod bench;
 mod context;
+mod demo;
 mod dlq;
 mod examples;
 mod graph;
@@ -43,6 +44,8 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// See it all work in one command: a worker pool in this process on a throwaway log.
+    Demo(demo::DemoArgs),
     /// Send a command to an agent and print its reply (exit 3 on an error reply, 4 on timeout).
     Ask(ask::AskArgs),
     /// Publish commands without waiting for replies.
@@ -91,6 +94,7 @@ pub fn run(cli: Cli) -> ExitCode {
         stream: cli.stream,
     };
     match cli.command {
+        Command::Demo(args) => block_on(demo::run(&global, args)),
         Command::Ask(args) => block_on(ask::run(&global, args)),
         Command::Send(args) => block_on(send::run(&global, args)),
         Command::Worker(args) => block_on(worker::run(&global, args)),
