@@ -110,6 +110,16 @@ fn examples_show_the_first_session_to_copy() {
     let text = String::from_utf8_lossy(&output.stdout);
     assert!(text.contains("agdx worker --agent echo --echo"));
     assert!(text.contains("agdx ask --to echo --operation hello \"hi\""));
+    for command in [
+        "agdx demo",
+        "agdx timeline",
+        "agdx graph",
+        "agdx dlq redrive",
+        "agdx agents --watch",
+        "--metrics",
+    ] {
+        assert!(text.contains(command), "agdx examples shows {command}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -58,6 +58,40 @@ to use an Apache Iggy server instead.
    shell 2:  printf '{"to":"echo","operation":"hello","body":"a"}\n{"to":"echo","operation":"hello","body":{"n":2}}\n' | agdx send --jsonl -
              sent 2 commands
 
+9. See it all in one command
+   shell 1:  agdx demo
+             # a worker pool in this process on a throwaway log; prints what happens,
+             # then the timeline, causal graph, dead letter and live agents
+   shell 1:  agdx demo --keep demo-log && export AGDX_LOG=embedded:demo-log
+             # keep the log to try the commands below on it
+
+10. Replay a conversation and its causal graph
+   shell 2:  agdx timeline 01J...CONVERSATION
+             # every record of the conversation in log order; replies show their latency
+   shell 2:  agdx timeline 01J...CONVERSATION --since 10m --follow
+   shell 2:  agdx graph 01J...RECORD --down
+             # what the record caused, as a tree; --up for its causes
+   shell 2:  agdx graph 01J...RECORD --format mermaid > graph.mmd
+             # or --format dot | dot -Tsvg > graph.svg
+
+11. Dead letters: inspect, fix, redrive
+   shell 2:  agdx dlq list --agent flaky
+             ID       SET ASIDE (UTC)             REASON             TRY  AGENT        OPERATION    REDRIVEN
+             3/0      2026-...Z                   retry_exhausted      3  flaky        save         no
+   shell 2:  agdx dlq show 3/0
+   shell 1:  # restart the worker with the fix, then:
+   shell 2:  agdx dlq redrive 3/0
+             redriven 3/0 → agent.commands partition 3
+             # the original bytes, unchanged; again is a no-op unless --force
+
+12. Who is running, and how it is doing
+   shell 1:  agdx worker --agent echo --echo --metrics 127.0.0.1:9464
+   shell 2:  agdx agents --watch
+             # agents with a fresh card: operations, members, last seen
+   shell 2:  curl -s 127.0.0.1:9464/metrics | grep agdx_
+   shell 2:  agdx ask --to nobody --operation x "hi"
+             agdx: no live worker for agent 'nobody' seen — the command waits on the log; ...
+
 Exit codes of `agdx ask`: 0 reply printed, 3 the agent answered with an error,
 4 no reply in time (--timeout), 1 anything else (message on stderr).
 "#;
