@@ -120,6 +120,10 @@ fn examples_show_the_first_session_to_copy() {
     ] {
         assert!(text.contains(command), "agdx examples shows {command}");
     }
+    assert!(
+        text.contains("--log kafka://127.0.0.1:19092,"),
+        "the examples show a Kafka cluster too"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

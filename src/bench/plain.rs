@@ -37,7 +37,7 @@ impl PlainIggyTarget {
     pub fn for_spec(spec: &LogSpec) -> Option<Self> {
         match spec {
             LogSpec::Iggy { url, durability } => Some(Self::new(url.clone(), *durability)),
-            LogSpec::Embedded(_) => None,
+            LogSpec::Embedded(_) | LogSpec::Kafka(_) => None,
         }
     }
 

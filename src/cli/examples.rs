@@ -3,7 +3,8 @@
 /// The annotated example sessions.
 pub const EXAMPLES: &str = r#"AGDX examples: copy these into two shells. Without --log, everything uses the
 embedded log in ./.agdx (no server needed); add --log iggy://iggy:iggy@HOST:8090
-to use an Apache Iggy server instead.
+to use an Apache Iggy server, or --log kafka://HOST:9092,HOST2:9092 to use a
+Kafka-protocol cluster instead (session 13).
 
 1. Ask an agent and get the reply (send -> worker -> reply)
    shell 1:  agdx worker --agent echo --echo
@@ -91,6 +92,14 @@ to use an Apache Iggy server instead.
    shell 2:  curl -s 127.0.0.1:9464/metrics | grep agdx_
    shell 2:  agdx ask --to nobody --operation x "hi"
              agdx: no live worker for agent 'nobody' seen — the command waits on the log; ...
+13. The same on a Kafka cluster (three brokers: docker compose -f deploy/kafka-compose.yml up -d)
+   shell 1:  export AGDX_LOG=kafka://127.0.0.1:19092,127.0.0.1:29092,127.0.0.1:39092
+             agdx init
+             agdx worker --agent echo --echo
+   shell 2:  agdx --log kafka://127.0.0.1:19092,127.0.0.1:29092,127.0.0.1:39092 ask --to echo --operation hello "hi"
+             hi
+             # start a second worker in shell 3: the group rebalances, and the first one
+             # finishes and commits what it has in hand before it gives a partition up
 
 Exit codes of `agdx ask`: 0 reply printed, 3 the agent answered with an error,
 4 no reply in time (--timeout), 1 anything else (message on stderr).

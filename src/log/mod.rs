@@ -1,8 +1,9 @@
 //! The substrate port: the one log interface the runtime uses.
 //!
-//! Two backends implement [`Log`]: the embedded log (a local SQLite-backed
-//! directory, the zero-setup default) and Apache Iggy (production). Nothing
-//! above this module knows which one it has. Records are addressed exactly
+//! Three backends implement [`Log`]: the embedded log (a local SQLite-backed
+//! directory, the zero-setup default), Apache Iggy (production, one node)
+//! and Kafka-protocol clusters (several brokers). Nothing above this module
+//! knows which one it has. Records are addressed exactly
 //! like Iggy addresses them: numeric stream id, topic id, partition id
 //! (0-based) and per-partition offset from 0, each with a server-side
 //! timestamp and typed headers.
@@ -24,6 +25,7 @@ pub mod embedded;
 mod error;
 mod headers;
 pub mod iggy;
+pub mod kafka;
 mod partition;
 mod spec;
 
@@ -222,6 +224,20 @@ pub trait GroupMember: Send + Sync {
 
     /// The partitions this member owns now, ascending.
     async fn assigned(&self) -> Result<Vec<u32>, LogError>;
+
+    /// Reports the partitions this member still has work in hand on:
+    /// records read whose replies are not yet published and committed.
+    ///
+    /// On Kafka, whose cooperative rebalancing waits for a member to give a
+    /// partition up, a member that reports holds each partition taken from
+    /// it until a report made after [`GroupMember::assigned`] stopped
+    /// listing it no longer names it (or the hand-over limit passes), so
+    /// its next owner starts after the last commit. A member that never
+    /// reports lets partitions go at once. The other backends move
+    /// partitions at once and ignore reports.
+    async fn working_on(&self, partitions: &[u32]) {
+        let _ = partitions;
+    }
 
     /// Leaves the group, handing the partitions over at once.
     async fn leave(self: Box<Self>) -> Result<(), LogError>;

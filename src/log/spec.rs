@@ -22,7 +22,8 @@ use super::iggy::{Durability, UnknownDurability, join_durability, split_durabili
 ///         durability: Durability::Server,
 ///     }
 /// );
-/// assert!("kafka://x".parse::<LogSpec>().is_err());
+/// assert!("kafka://127.0.0.1:9092,127.0.0.1:9093".parse::<LogSpec>().is_ok());
+/// assert!("redis://x".parse::<LogSpec>().is_err());
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LogSpec {
@@ -36,6 +37,8 @@ pub enum LogSpec {
         /// What an append waits for (the `durability` option).
         durability: Durability,
     },
+    /// A Kafka-protocol cluster, by its `kafka://HOST:PORT[,HOST:PORT...]` connection string.
+    Kafka(String),
 }
 
 /// The default log: the embedded log in `./.agdx`.
@@ -44,9 +47,9 @@ pub const DEFAULT_LOG: &str = "embedded:.agdx";
 /// A log spec that names no log agdx can open.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LogSpecError {
-    /// Neither `embedded:PATH` nor `iggy://...`.
+    /// None of `embedded:PATH`, `iggy://...` and `kafka://...`.
     #[error(
-        "unknown log {0:?}: use `embedded:PATH` (a local directory, e.g. embedded:.agdx) or `iggy://USER:PASSWORD@HOST:PORT` (e.g. iggy://iggy:iggy@127.0.0.1:8090)"
+        "unknown log {0:?}: use `embedded:PATH` (a local directory, e.g. embedded:.agdx), `iggy://USER:PASSWORD@HOST:PORT` (e.g. iggy://iggy:iggy@127.0.0.1:8090) or `kafka://HOST:PORT[,HOST:PORT...]` (e.g. kafka://127.0.0.1:9092)"
     )]
     Unknown(String),
     /// An Iggy connection string with a `durability` option that names no mode.
@@ -65,6 +68,8 @@ impl FromStr for LogSpec {
         } else if s.starts_with("iggy://") {
             let (url, durability) = split_durability(s)?;
             Ok(LogSpec::Iggy { url, durability })
+        } else if s.starts_with("kafka://") {
+            Ok(LogSpec::Kafka(s.to_owned()))
         } else {
             Err(LogSpecError::Unknown(s.to_owned()))
         }
@@ -76,17 +81,18 @@ impl fmt::Display for LogSpec {
         match self {
             LogSpec::Embedded(path) => write!(f, "embedded:{}", path.display()),
             LogSpec::Iggy { url, durability } => f.write_str(&join_durability(url, *durability)),
+            LogSpec::Kafka(url) => f.write_str(url),
         }
     }
 }
 
 impl LogSpec {
     /// The same log with appends waiting for `durability` (Iggy only; the
-    /// embedded log is always durable on return).
+    /// embedded log and Kafka are always durable on return).
     pub fn with_durability(self, durability: Durability) -> Self {
         match self {
             LogSpec::Iggy { url, .. } => LogSpec::Iggy { url, durability },
-            embedded => embedded,
+            other => other,
         }
     }
 
@@ -97,6 +103,7 @@ impl LogSpec {
             LogSpec::Iggy { .. } => {
                 Arc::new(super::iggy::IggyLog::connect(&self.to_string()).await?)
             }
+            LogSpec::Kafka(url) => Arc::new(super::kafka::KafkaLog::connect(url).await?),
         })
     }
 }

@@ -304,6 +304,11 @@ impl Worker {
                 let task = tokio::spawn(partition_loop(ctx.clone(), partition, cancel.clone()));
                 running.insert(partition, (cancel, task));
             }
+            // A moved partition's task ends after the record in hand, its
+            // replies and its commit; a log that waits for that (Kafka) lets
+            // the partition go once a report no longer names it.
+            let in_hand: Vec<u32> = running.keys().copied().collect();
+            member.working_on(&in_hand).await;
         }
         for (_, (cancel, task)) in running {
             cancel.cancel();

@@ -13,14 +13,14 @@ use agdx::{Producer, Requester, RetryPolicy, Topology, TopologyConfig};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::{iggy, unique_stream};
+use super::{iggy, kafka, unique_stream};
 
 /// Partitions of every topic in the fabric tests (few, so Iggy set-up is quick).
 pub const PARTITIONS: u32 = 4;
 
 /// One backend with a fresh agent topology.
 pub struct Fabric {
-    /// `embedded` or `iggy`.
+    /// `embedded`, `iggy` or `kafka`.
     pub backend: &'static str,
     pub log: SharedLog,
     /// What `--log` names this log as, for child `agdx` processes.
@@ -32,8 +32,8 @@ pub struct Fabric {
     _keep: Box<dyn Any + Send + Sync>,
 }
 
-/// The fabric on every backend available (embedded always; Iggy when the
-/// harness finds a server, else one line saying why not).
+/// The fabric on every backend available (embedded always; Iggy and Kafka
+/// when the harness finds a server or broker, else one line saying why not).
 pub async fn fabrics(test: &str) -> Vec<Fabric> {
     let mut all = vec![embedded_fabric(test).await];
     match iggy::iggy_log().await {
@@ -45,7 +45,20 @@ pub async fn fabrics(test: &str) -> Vec<Fabric> {
         }
         Err(reason) => iggy::say_skipped(&reason),
     }
+    match kafka_fabric(test).await {
+        Ok(fabric) => all.push(fabric),
+        Err(reason) => kafka::say_skipped(&reason),
+    }
     all
+}
+
+/// The fabric on the Kafka test broker, or why there is none.
+pub async fn kafka_fabric(test: &str) -> Result<Fabric, String> {
+    let found = kafka::kafka_log().await?;
+    let log = found.log.clone();
+    let spec = found.url.clone();
+    let dir = tempfile::tempdir().expect("create a temporary directory");
+    Ok(Fabric::new("kafka", log, spec, test, dir, found).await)
 }
 
 /// The fabric on the embedded log alone, which lives in the `log` folder of

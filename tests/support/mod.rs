@@ -2,9 +2,10 @@
 //! available here.
 //!
 //! The embedded log (in a fresh temporary directory) is always available;
-//! Apache Iggy is added when [`iggy::iggy_log`] finds a server, and when it
-//! does not, the harness prints one line, `iggy: skipped: <reason>`, and
-//! goes on with the embedded log alone. Every check gets a stream name of its
+//! Apache Iggy is added when [`iggy::iggy_log`] finds a server, and a
+//! Kafka-protocol broker when [`kafka::kafka_log`] finds one. For each one
+//! missing, the harness prints one line, `iggy: skipped (<test>): <reason>`
+//! or `kafka: skipped (<test>): <reason>`, and goes on without it. Every check gets a stream name of its
 //! own, so runs against a shared Iggy server never collide, and a failing
 //! check is reported with the backend it failed on.
 #![allow(
@@ -16,6 +17,8 @@ pub mod agents;
 pub mod embedded;
 pub mod fabric;
 pub mod iggy;
+pub mod kafka;
+pub mod postgres;
 
 use std::any::Any;
 use std::future::Future;
@@ -47,7 +50,7 @@ pub type Reopen = Arc<dyn Fn() -> Pin<Box<dyn Future<Output = Opened> + Send>> +
 
 /// One backend under test.
 pub struct TestLog {
-    /// `embedded` or `iggy`.
+    /// `embedded`, `iggy` or `kafka`.
     pub backend: &'static str,
     pub log: SharedLog,
     pub reopen: Reopen,
@@ -88,7 +91,68 @@ pub async fn backends() -> Vec<TestLog> {
         }
         Err(reason) => iggy::say_skipped(&reason),
     }
+    match kafka::kafka_log().await {
+        Ok(first) => {
+            let log = first.log.clone();
+            let url = first.url.clone();
+            let reopen: Reopen = Arc::new(move || {
+                let url = url.clone();
+                Box::pin(async move {
+                    let log: SharedLog = Arc::new(
+                        agdx::log::kafka::KafkaLog::connect(&url)
+                            .await
+                            .unwrap_or_else(|e| panic!("cannot reconnect to {url}: {e}")),
+                    );
+                    Opened::new(log, ())
+                })
+            });
+            all.push(TestLog::new("kafka", log, reopen, first));
+        }
+        Err(reason) => kafka::say_skipped(&reason),
+    }
     all
+}
+
+/// Says, once per test binary and backend, that the backend was skipped and
+/// why.
+///
+/// Written to stderr directly rather than with `eprintln!`, which the test
+/// harness captures and hides for passing tests: a skip must show in every
+/// run, also in CI.
+pub fn say_skipped_once(backend: &str, reason: &str) {
+    use std::io::Write;
+    static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut said = SAID
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if said.iter().any(|b| b == backend) {
+        return;
+    }
+    said.push(backend.to_owned());
+    let binary = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+        .unwrap_or_default();
+    // Test binaries are named `<file>-<hash>`; the file says enough.
+    let binary = binary
+        .rsplit_once('-')
+        .map_or(binary.as_str(), |(name, _)| name);
+    let _ = writeln!(std::io::stderr(), "{backend}: skipped ({binary}): {reason}");
+}
+
+/// A loopback port nothing listens on right now.
+pub fn free_port() -> Result<u16, String> {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map(|address| address.port())
+        .map_err(|e| format!("cannot find a free port: {e}"))
+}
+
+/// The last lines of a log file, for error messages.
+pub fn tail(path: &std::path::Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(30)..].join("\n")
 }
 
 /// A stream name no other test run uses: `t-<test>-<ulid>`.

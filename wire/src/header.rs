@@ -184,24 +184,34 @@ impl HeaderValue {
 pub type Headers = Vec<(String, HeaderValue)>;
 
 macro_rules! header_keys {
-    ($( $(#[$doc:meta])* $name:ident = $key:literal, )*) => {
+    ($( $(#[$doc:meta])* $name:ident = $key:literal: $kind:ident, )*) => {
         $( $(#[$doc])* pub const $name: &str = $key; )*
 
         /// Every header an agent record may carry, in the order
         /// [`record_headers`] writes them.
         pub const AGENT_RECORD_HEADER_KEYS: &[&str] = &[$($key),*];
+
+        /// The kind of an agent record header's value, by its key; `None`
+        /// for any other key. Logs whose headers carry bytes without a kind
+        /// (Kafka) give the agent record headers their kind back from here.
+        pub fn agent_record_header_kind(key: &str) -> Option<HeaderKind> {
+            match key {
+                $( $key => Some(HeaderKind::$kind), )*
+                _ => None,
+            }
+        }
     };
 }
 
 header_keys! {
     /// `agdx.ct` (u8): the content-type code of the body.
-    HEADER_CONTENT_TYPE = "agdx.ct",
+    HEADER_CONTENT_TYPE = "agdx.ct": Uint8,
     /// `agdx.av` (u32): the envelope wire version, [`WIRE_VERSION`].
-    HEADER_WIRE_VERSION = "agdx.av",
+    HEADER_WIRE_VERSION = "agdx.av": Uint32,
     /// `gen_ai.conversation.id` (uint128, little-endian): the conversation.
-    HEADER_CONVERSATION = "gen_ai.conversation.id",
+    HEADER_CONVERSATION = "gen_ai.conversation.id": Uint128,
     /// `agdx.to` (string): the target agent, only when `target` is set.
-    HEADER_TARGET = "agdx.to",
+    HEADER_TARGET = "agdx.to": String,
 }
 
 /// The envelope wire version stamped in `agdx.av`.

@@ -44,6 +44,19 @@ fn headers_are_exactly_the_contract_set() {
 }
 
 #[test]
+fn the_header_table_gives_each_agent_header_the_kind_record_headers_writes() {
+    let targeted = record_headers(
+        &event().with_target(AgentId::new("auditor").unwrap()),
+        ContentType::Json,
+    );
+    assert_eq!(targeted.len(), AGENT_RECORD_HEADER_KEYS.len());
+    for (key, value) in &targeted {
+        assert_eq!(agent_record_header_kind(key), Some(value.kind), "{key}");
+    }
+    assert_eq!(agent_record_header_kind("x-other"), None);
+}
+
+#[test]
 fn header_kind_names_round_trip() {
     for kind in HeaderKind::ALL {
         assert_eq!(kind.name().parse::<HeaderKind>(), Ok(*kind));

@@ -1,0 +1,132 @@
+//! Turning librdkafka errors into [`LogError`]s.
+
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+
+use crate::log::{LogError, TopicInfo};
+
+/// What to do when no broker answers.
+pub(crate) const HINT: &str = "is a Kafka-protocol broker running there? Start a three-node cluster with `docker compose -f deploy/kafka-compose.yml up -d` (see deploy/README.md), or a single Tansu broker (`tansu broker`), or point --log / AGDX_LOG at a running cluster";
+
+/// The cluster at `target` cannot be reached.
+pub(crate) fn unreachable(target: &str, reason: &str) -> LogError {
+    LogError::Unavailable {
+        target: target.to_owned(),
+        reason: format!("{reason}; {HINT}"),
+    }
+}
+
+/// Maps an error of a request about `topic` (`doing` says what was being
+/// done, e.g. "appending to partition 3").
+pub(crate) fn topic_error(
+    target: &str,
+    topic: &TopicInfo,
+    doing: &str,
+    e: &KafkaError,
+) -> LogError {
+    match e.rdkafka_error_code() {
+        Some(
+            RDKafkaErrorCode::UnknownTopicOrPartition
+            | RDKafkaErrorCode::UnknownTopic
+            | RDKafkaErrorCode::UnknownPartition,
+        ) => LogError::NoSuchTopic {
+            stream: topic.stream.clone(),
+            topic: topic.topic.clone(),
+        },
+        _ => request_error(target, doing, e),
+    }
+}
+
+/// Maps an error of any request (`doing` says what was being done).
+pub(crate) fn request_error(target: &str, doing: &str, e: &KafkaError) -> LogError {
+    let reason = format!("{doing}: {e}");
+    let Some(code) = e.rdkafka_error_code() else {
+        return match e {
+            KafkaError::ClientConfig(..) | KafkaError::Nul(_) => LogError::InvalidInput(format!(
+                "{reason}; check the librdkafka settings in the connection string"
+            )),
+            _ => LogError::Backend(reason),
+        };
+    };
+    match code {
+        RDKafkaErrorCode::BrokerTransportFailure
+        | RDKafkaErrorCode::Resolve
+        | RDKafkaErrorCode::MessageTimedOut
+        | RDKafkaErrorCode::AllBrokersDown
+        | RDKafkaErrorCode::OperationTimedOut
+        | RDKafkaErrorCode::RequestTimedOut
+        | RDKafkaErrorCode::NetworkException
+        | RDKafkaErrorCode::CoordinatorNotAvailable
+        | RDKafkaErrorCode::NotCoordinator
+        | RDKafkaErrorCode::CoordinatorLoadInProgress
+        | RDKafkaErrorCode::LeaderNotAvailable
+        | RDKafkaErrorCode::NotLeaderForPartition
+        | RDKafkaErrorCode::NotEnoughReplicas
+        | RDKafkaErrorCode::NotEnoughReplicasAfterAppend => unreachable(target, &reason),
+        RDKafkaErrorCode::Authentication
+        | RDKafkaErrorCode::SaslAuthenticationFailed
+        | RDKafkaErrorCode::IllegalSASLState
+        | RDKafkaErrorCode::TopicAuthorizationFailed
+        | RDKafkaErrorCode::GroupAuthorizationFailed
+        | RDKafkaErrorCode::ClusterAuthorizationFailed => LogError::AccessDenied {
+            target: target.to_owned(),
+            reason: format!(
+                "{reason}; the principal in the connection string's settings needs to describe, create, read and write the topics and to use the consumer groups"
+            ),
+        },
+        RDKafkaErrorCode::MessageSizeTooLarge
+        | RDKafkaErrorCode::InvalidTopic
+        | RDKafkaErrorCode::InvalidPartitions
+        | RDKafkaErrorCode::InvalidReplicationFactor
+        | RDKafkaErrorCode::InvalidConfig
+        | RDKafkaErrorCode::PolicyViolation
+        | RDKafkaErrorCode::InvalidArgument
+        | RDKafkaErrorCode::InvalidRequest => LogError::InvalidInput(reason),
+        RDKafkaErrorCode::KafkaStorageError => LogError::Storage(reason),
+        _ => LogError::Backend(reason),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn topic() -> TopicInfo {
+        TopicInfo {
+            stream: "s".into(),
+            topic: "t".into(),
+            stream_id: 1,
+            topic_id: 2,
+            partitions: 2,
+        }
+    }
+
+    #[test]
+    fn transport_failures_are_unavailable_and_retryable() {
+        let e = request_error(
+            "kafka://h:1",
+            "appending",
+            &KafkaError::MessageProduction(RDKafkaErrorCode::MessageTimedOut),
+        );
+        assert!(matches!(e, LogError::Unavailable { .. }), "{e:?}");
+        assert!(e.is_retryable());
+        assert!(e.to_string().contains("kafka://h:1"));
+    }
+
+    #[test]
+    fn unknown_topics_name_the_topic_and_denials_are_final() {
+        let e = topic_error(
+            "kafka://h:1",
+            &topic(),
+            "polling",
+            &KafkaError::MessageConsumption(RDKafkaErrorCode::UnknownTopicOrPartition),
+        );
+        assert!(matches!(e, LogError::NoSuchTopic { .. }), "{e:?}");
+        let e = request_error(
+            "kafka://h:1",
+            "appending",
+            &KafkaError::MessageProduction(RDKafkaErrorCode::TopicAuthorizationFailed),
+        );
+        assert!(matches!(e, LogError::AccessDenied { .. }), "{e:?}");
+        assert!(!e.is_retryable());
+    }
+}
