@@ -8,6 +8,10 @@
 //! [`StreamAssembler`]); later replies for the same correlation (a worker
 //! that crashed after replying publishes again) are ignored.
 //!
+//! One reader per reply partition serves every waiter on it, and stops once
+//! nobody waits there any more, so an idle requester reads nothing; the next
+//! ask starts a reader again at the tail.
+//!
 //! ```no_run
 //! # async fn demo(log: agdx::log::SharedLog) -> Result<(), Box<dyn std::error::Error>> {
 //! use std::time::Duration;
@@ -214,21 +218,34 @@ impl ReplyEvent {
     }
 }
 
-type Waiters =
-    DashMap<CorrelationId, mpsc::UnboundedSender<(AgentEnvelope, crate::log::LogRecord)>>;
+/// Who waits for which correlation, and on which reply partition.
+type Waiters = DashMap<CorrelationId, Waiter>;
+
+/// One ask waiting for its replies.
+struct Waiter {
+    partition: u32,
+    replies: mpsc::UnboundedSender<(AgentEnvelope, crate::log::LogRecord)>,
+}
+
+/// The reply readers, one per partition while someone waits there.
+type Readers = Mutex<HashMap<u32, JoinHandle<()>>>;
 
 /// Sends commands and waits for their replies.
 pub struct Requester {
     producer: Producer,
     clock: SharedClock,
     waiters: Arc<Waiters>,
-    readers: Mutex<HashMap<u32, JoinHandle<()>>>,
+    readers: Arc<Readers>,
 }
 
 impl Drop for Requester {
     fn drop(&mut self) {
-        for (_, reader) in self.readers.get_mut().drain() {
-            reader.abort();
+        // A reader busy deciding whether to stop holds the lock; it stops
+        // by itself once its waiters are gone.
+        if let Ok(mut readers) = self.readers.try_lock() {
+            for (_, reader) in readers.drain() {
+                reader.abort();
+            }
         }
     }
 }
@@ -240,7 +257,7 @@ impl Requester {
             producer,
             clock: system_clock(),
             waiters: Arc::new(DashMap::new()),
-            readers: Mutex::new(HashMap::new()),
+            readers: Arc::new(Mutex::new(HashMap::new())),
         }
     }
 
@@ -265,7 +282,13 @@ impl Requester {
         let responses = self.producer.topology().responses.clone();
         let partition = Producer::partition_of(&responses, outgoing.envelope.conversation);
         let (tx, rx) = mpsc::unbounded_channel();
-        self.waiters.insert(correlation, tx);
+        self.waiters.insert(
+            correlation,
+            Waiter {
+                partition,
+                replies: tx,
+            },
+        );
         let guard = WaiterGuard {
             waiters: self.waiters.clone(),
             correlation,
@@ -399,6 +422,7 @@ impl Requester {
             partition,
             from,
             self.waiters.clone(),
+            self.readers.clone(),
         ));
         readers.insert(partition, reader);
         Ok(())
@@ -406,16 +430,28 @@ impl Requester {
 }
 
 /// Reads one reply partition and hands each record to the waiter of its
-/// correlation; records nobody waits for are skipped.
+/// correlation; records nobody waits for are skipped. Stops when nobody
+/// waits on the partition any more.
 async fn read_replies(
     log: SharedLog,
     topic: TopicInfo,
     partition: u32,
     mut from: u64,
     waiters: Arc<Waiters>,
+    readers: Arc<Readers>,
 ) {
     let mut failures = 0u32;
     loop {
+        if !waits_on(&waiters, partition) {
+            // Decided under the readers' lock: an ask registers its waiter
+            // before it looks for a reader under that lock, so it either is
+            // seen here or finds this reader gone and starts another.
+            let mut readers = readers.lock().await;
+            if !waits_on(&waiters, partition) {
+                readers.remove(&partition);
+                return;
+            }
+        }
         match log
             .poll(&topic, partition, from, 512, DEFAULT_POLL_WAIT)
             .await
@@ -435,7 +471,7 @@ async fn read_replies(
                         continue;
                     };
                     if let Some(waiter) = waiters.get(&correlation) {
-                        let _ = waiter.send((envelope, record));
+                        let _ = waiter.replies.send((envelope, record));
                     }
                 }
             }
@@ -450,6 +486,11 @@ async fn read_replies(
             }
         }
     }
+}
+
+/// Whether an ask waits for replies on `partition`.
+fn waits_on(waiters: &Waiters, partition: u32) -> bool {
+    waiters.iter().any(|waiter| waiter.partition == partition)
 }
 
 struct WaiterGuard {

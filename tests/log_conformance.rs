@@ -48,6 +48,11 @@ async fn a_waiting_poll_wakes_on_append() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poll_keeps_to_the_byte_budget() {
+    on_every_backend("budget", check_poll_byte_budget).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_requests_give_typed_errors() {
     on_every_backend("errors", check_typed_errors).await;
 }
@@ -474,6 +479,45 @@ async fn check_poll_wakes(Subject { log, stream, .. }: Subject) {
             "the waiting poll returned the appended record"
         );
         assert_eq!(got[0].position.offset, from);
+    }
+}
+
+/// The byte budget of one poll: 64 MiB of payloads, after which a poll adds
+/// no more records (it returns at least one).
+const POLL_BUDGET: usize = 64 * 1024 * 1024;
+
+async fn check_poll_byte_budget(Subject { log, stream, .. }: Subject) {
+    // Seven of them are just over the budget.
+    const SIZE: usize = 9_600_000;
+    const RECORDS: u64 = 8;
+    let topic = log.ensure_topic(&stream, "t", 1).await.expect("ensure");
+    for i in 0..RECORDS {
+        let payload = vec![b'a' + i as u8; SIZE];
+        log.append(&topic, 0, vec![record(payload)])
+            .await
+            .expect("append a large record");
+    }
+    let mut from = 0;
+    while from < RECORDS {
+        let got = log
+            .poll(&topic, 0, from, 100, Duration::ZERO)
+            .await
+            .expect("poll");
+        assert!(
+            !got.is_empty(),
+            "a poll at {from} of {RECORDS} came back empty"
+        );
+        let before_last: usize = got[..got.len() - 1].iter().map(|r| r.payload.len()).sum();
+        assert!(
+            before_last < POLL_BUDGET,
+            "a poll returned {} records of {SIZE} bytes, past the {POLL_BUDGET}-byte budget",
+            got.len()
+        );
+        for r in &got {
+            assert_eq!(r.payload.len(), SIZE);
+            assert_eq!(r.payload[0], b'a' + r.position.offset as u8);
+        }
+        from += got.len() as u64;
     }
 }
 

@@ -246,6 +246,11 @@ pub trait GroupMember: Send + Sync {
 /// A shared handle to some log backend.
 pub type SharedLog = Arc<dyn Log>;
 
+/// A poll stops adding records once their payloads reach this many bytes
+/// (it always returns at least one record when one is there); the same on
+/// every backend.
+pub(crate) const POLL_BYTES_BUDGET: usize = 64 * 1024 * 1024;
+
 /// How long a poll waits by default when nothing is there yet.
 pub const DEFAULT_POLL_WAIT: Duration = Duration::from_millis(200);
 

@@ -113,10 +113,6 @@ pub const MAX_RECORD_BYTES: usize = 64_000_000;
 /// Longest stream, topic or group name, in bytes (Iggy's limit too).
 const MAX_NAME_BYTES: usize = 255;
 
-/// A poll stops adding records once their payloads reach this many bytes
-/// (it always returns at least one record when one is there).
-const POLL_BYTES_BUDGET: usize = 64 * 1024 * 1024;
-
 /// Idle reader connections kept for reuse.
 const IDLE_READERS: usize = 4;
 
@@ -570,7 +566,7 @@ fn read_records(
             Ok(record) => {
                 bytes += record.payload.len();
                 out.push(record);
-                if bytes >= POLL_BYTES_BUDGET {
+                if bytes >= super::POLL_BYTES_BUDGET {
                     break;
                 }
             }

@@ -26,8 +26,14 @@
 //!   header block cannot be read (any Iggy client can write one) is reported
 //!   as [`LogError::Corrupt`], as the embedded log reports a damaged record.
 //! - **Polling** reads a partition from an offset as a plain consumer with
-//!   auto-commit off, so it never moves a stored offset. When nothing is
-//!   there yet it asks again after short pauses until the wait runs out.
+//!   auto-commit off, so it never moves a stored offset. Iggy has no long
+//!   poll: when nothing is there yet the poll asks again after a pause of a
+//!   tenth of the time the partition has been quiet (from 1 ms up to
+//!   100 ms), until the wait runs out; an append through any handle of this
+//!   process wakes it at once. A poll keeps to the byte budget of the
+//!   embedded log: it asks for as many records as would fit if each were as
+//!   large as the largest of the partition's previous poll (one record when
+//!   it knows nothing yet), and returns no more than fit.
 //! - **Consumer groups** are Iggy consumer groups; see the `group` module.
 //!   Offsets are stored explicitly (the offset of the last record
 //!   processed); nothing is committed automatically.
@@ -67,12 +73,13 @@ pub const MAX_RECORD_BYTES: usize = MAX_PAYLOAD_SIZE as usize;
 /// Most partitions Iggy allows in one topic.
 const MAX_PARTITIONS: u32 = iggy_common::MAX_PARTITIONS_COUNT;
 
-/// First and longest pause between polls while waiting for records. Iggy
-/// has no long poll, so a waiting reader asks again; short pauses keep a
-/// round trip through the log at a few milliseconds, at the price of about a
-/// hundred cheap requests per second per idle waiting partition.
-const POLL_PAUSE_FIRST: Duration = Duration::from_millis(1);
-const POLL_PAUSE_MAX: Duration = Duration::from_millis(10);
+/// Shortest and longest pause between polls while waiting for records.
+/// Iggy has no long poll, so a waiting reader asks again; the pause is a
+/// tenth of the time the partition has been quiet, so a busy partition is
+/// read within a millisecond or two of an append from another process, and
+/// an idle one costs at most ten requests a second.
+const POLL_PAUSE_MIN: Duration = Duration::from_millis(1);
+const POLL_PAUSE_MAX: Duration = Duration::from_millis(100);
 
 /// A partition of a topic on one server: (server, stream id, topic id, partition).
 type PartitionKey = (String, u32, u32, u32);
@@ -89,6 +96,33 @@ pub struct IggyLog {
     reader: Consumer,
     /// The flushes of each partition appended to, by (stream, topic, partition).
     flushes: dashmap::DashMap<(u32, u32, u32), Arc<FlushGroup>>,
+    /// What the polls of each partition saw last, by (stream, topic, partition).
+    reading: dashmap::DashMap<(u32, u32, u32), Reading>,
+}
+
+/// What the last polls of a partition that found records saw.
+#[derive(Debug, Clone, Copy)]
+struct Reading {
+    /// When a poll last found records (or the first poll asked).
+    active_at: tokio::time::Instant,
+    /// The largest payload of that poll; `None` before any.
+    largest: Option<usize>,
+}
+
+impl Reading {
+    /// How many records to ask for: as many as fit the byte budget if each
+    /// were as large as the largest seen last, one when none was seen yet.
+    fn count(&self, max: u32) -> u32 {
+        let fit = self.largest.map_or(1, |largest| {
+            u32::try_from(super::POLL_BYTES_BUDGET / largest.max(1)).unwrap_or(u32::MAX)
+        });
+        fit.clamp(1, max)
+    }
+
+    /// The pause before asking again: a tenth of the quiet time so far.
+    fn pause(&self, now: tokio::time::Instant) -> Duration {
+        ((now - self.active_at) / 10).clamp(POLL_PAUSE_MIN, POLL_PAUSE_MAX)
+    }
 }
 
 impl IggyLog {
@@ -107,6 +141,7 @@ impl IggyLog {
             connection,
             reader: Consumer::default(),
             flushes: dashmap::DashMap::new(),
+            reading: dashmap::DashMap::new(),
         })
     }
 
@@ -247,7 +282,9 @@ impl IggyLog {
 /// The records of a poll answer from offset `from` on, up to the first one
 /// that cannot be read: like the embedded log, a poll returns the records
 /// before it and only a poll starting at it fails, so a consumer handles
-/// everything before the bad record and then steps over it.
+/// everything before the bad record and then steps over it. Also like the
+/// embedded log, it stops adding records once their payloads reach the
+/// byte budget.
 fn readable_records(
     topic: &TopicInfo,
     partition: u32,
@@ -255,12 +292,19 @@ fn readable_records(
     polled: PolledMessages,
 ) -> Result<Vec<LogRecord>, LogError> {
     let mut records = Vec::with_capacity(polled.messages.len());
+    let mut bytes = 0;
     for message in polled.messages {
         if message.header.offset < from {
             continue;
         }
         match records::from_message(topic, partition, message) {
-            Ok(record) => records.push(record),
+            Ok(record) => {
+                bytes += record.payload.len();
+                records.push(record);
+                if bytes >= super::POLL_BYTES_BUDGET {
+                    break;
+                }
+            }
             Err(error) if records.is_empty() => return Err(error),
             Err(error) => {
                 tracing::error!(%error, "an unreadable record on Iggy; the next poll reports it");
@@ -413,28 +457,44 @@ impl Log for IggyLog {
         super::check_poll_max(max)?;
         topic.check_partition(partition)?;
         let deadline = tokio::time::Instant::now() + wait;
-        let mut pause = POLL_PAUSE_FIRST;
+        let key = (topic.stream_id, topic.topic_id, partition);
         let appended = self.appended(topic, partition);
         loop {
             // Armed before the poll, so an append in between is not missed.
             let woken = appended.notified();
             tokio::pin!(woken);
             woken.as_mut().enable();
+            let reading = *self.reading.entry(key).or_insert_with(|| Reading {
+                active_at: tokio::time::Instant::now(),
+                largest: None,
+            });
             let polled = self
-                .poll_once(topic, partition, PollingStrategy::offset(from), max)
+                .poll_once(
+                    topic,
+                    partition,
+                    PollingStrategy::offset(from),
+                    reading.count(max),
+                )
                 .await?;
+            let now = tokio::time::Instant::now();
             if !polled.messages.is_empty() {
+                let largest = polled.messages.iter().map(|m| m.payload.len()).max();
+                self.reading.insert(
+                    key,
+                    Reading {
+                        active_at: now,
+                        largest,
+                    },
+                );
                 return readable_records(topic, partition, from, polled);
             }
-            let now = tokio::time::Instant::now();
             if now >= deadline {
                 return Ok(Vec::new());
             }
             tokio::select! {
                 _ = woken => {}
-                _ = tokio::time::sleep(pause.min(deadline - now)) => {}
+                _ = tokio::time::sleep(reading.pause(now).min(deadline - now)) => {}
             }
-            pause = (pause * 2).min(POLL_PAUSE_MAX);
         }
     }
 
@@ -535,5 +595,38 @@ impl Log for IggyLog {
                 e,
             )),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_poll_asks_for_what_fits_the_byte_budget() {
+        let now = tokio::time::Instant::now();
+        let reading = |largest| Reading {
+            active_at: now,
+            largest,
+        };
+        assert_eq!(reading(None).count(512), 1, "nothing known: one record");
+        assert_eq!(reading(Some(100)).count(512), 512);
+        assert_eq!(reading(Some(1_000_000)).count(512), 67);
+        assert_eq!(reading(Some(MAX_RECORD_BYTES)).count(512), 1);
+        assert_eq!(reading(Some(0)).count(7), 7);
+    }
+
+    #[test]
+    fn waiting_polls_back_off_with_the_quiet_time() {
+        let start = tokio::time::Instant::now();
+        let reading = Reading {
+            active_at: start,
+            largest: None,
+        };
+        let after = |ms| reading.pause(start + Duration::from_millis(ms));
+        assert_eq!(after(0), POLL_PAUSE_MIN);
+        assert_eq!(after(50), Duration::from_millis(5));
+        assert_eq!(after(600), Duration::from_millis(60));
+        assert_eq!(after(60_000), POLL_PAUSE_MAX);
     }
 }
