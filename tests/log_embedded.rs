@@ -12,9 +12,11 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agdx::log::embedded::EmbeddedLog;
+use agdx::log::embedded::{self, EmbeddedLog};
 use agdx::log::{Log, LogError, SharedLog, TopicInfo};
-use support::embedded::{Child, ChildTask, damage_payload, database, report, tamper};
+use support::embedded::{
+    Child, ChildTask, damage_payload, database, groups_database, report, tamper,
+};
 use support::{drain, eventually, record, texts};
 
 /// The child test's name, as the parent passes it to `--exact`.
@@ -408,7 +410,7 @@ async fn a_dropped_member_keeps_its_partitions_until_its_lease_expires() {
 
     // Push the lease an hour ahead, so that no stall of a loaded machine
     // can run it out before the heir asks.
-    let db = database(dir.path());
+    let db = groups_database(dir.path());
     let lease_until: i64 = db
         .query_row(
             "SELECT lease_until FROM group_members WHERE member = ?1",
@@ -437,6 +439,138 @@ async fn a_dropped_member_keeps_its_partitions_until_its_lease_expires() {
         (heir.assigned().await.expect("assigned") == [0, 1]).then_some(())
     })
     .await;
+}
+
+/// The stored key of `topic` in the log in `dir`.
+fn topic_key(dir: &Path, topic: &TopicInfo) -> i64 {
+    database(dir)
+        .query_row(
+            "SELECT topic_key FROM topics WHERE stream_id = ?1 AND id = ?2",
+            rusqlite::params![topic.stream_id, topic.topic_id],
+            |row| row.get(0),
+        )
+        .expect("the topic's key")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_made_with_the_leases_inside_is_upgraded_when_opened() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let log = EmbeddedLog::open(dir.path()).expect("open");
+    let topic = log.ensure_topic("s", "t", 1).await.expect("ensure_topic");
+    log.append(&topic, 0, vec![record("kept")])
+        .await
+        .expect("append");
+    log.store_offset(&topic, "g", 0, 0).await.expect("commit");
+    drop(log);
+    // Format 1 kept the group leases in the records' database.
+    database(dir.path())
+        .execute_batch(
+            "CREATE TABLE group_members (topic_key INTEGER, grp TEXT, member TEXT, pid INTEGER, lease_until INTEGER);
+             CREATE TABLE group_owners (topic_key INTEGER, grp TEXT, part INTEGER, member TEXT);
+             PRAGMA user_version = 1;",
+        )
+        .expect("make it a format 1 log");
+
+    let log = EmbeddedLog::open(dir.path()).expect("open the old log");
+    assert_eq!(texts(&drain(&log, &topic, 0, 0, 10).await), ["kept"]);
+    assert_eq!(
+        log.committed_offset(&topic, "g", 0).await.expect("read"),
+        Some(0)
+    );
+    let db = database(dir.path());
+    let version: i32 = db
+        .query_row("PRAGMA user_version", [], |row| row.get(0))
+        .expect("version");
+    assert_eq!(version, 2);
+    let old_tables: i64 = db
+        .query_row(
+            "SELECT count(*) FROM sqlite_schema WHERE name IN ('group_members', 'group_owners')",
+            [],
+            |row| row.get(0),
+        )
+        .expect("count");
+    assert_eq!(old_tables, 0, "the leases left the records' database");
+    let member = log.join_group(&topic, "g").await.expect("join");
+    assert_eq!(member.assigned().await.expect("assigned"), [0]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_of_another_process_with_this_process_id_keeps_its_partition() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let log = EmbeddedLog::open(dir.path()).expect("open");
+    let topic = log.ensure_topic("s", "t", 2).await.expect("ensure_topic");
+    // A live member of another process that has the same process id as
+    // this one (two containers sharing the directory are both pid 1) owns
+    // partition 0.
+    let key = topic_key(dir.path(), &topic);
+    let until = i64::MAX / 2;
+    let groups = groups_database(dir.path());
+    groups
+        .execute(
+            "INSERT INTO group_members (topic_key, grp, member, process, lease_until) VALUES (?1, 'g', 'other', ?2, ?3)",
+            rusqlite::params![key, std::process::id(), until],
+        )
+        .expect("register the other member");
+    groups
+        .execute(
+            "INSERT INTO group_owners (topic_key, grp, part, member) VALUES (?1, 'g', 0, 'other')",
+            [key],
+        )
+        .expect("give it partition 0");
+
+    let refused = log.store_offset(&topic, "g", 0, 3).await;
+    assert!(
+        matches!(refused, Err(LogError::NotOwner { partition: 0, .. })),
+        "a commit for the other process's partition: {refused:?}"
+    );
+    assert_eq!(
+        log.committed_offset(&topic, "g", 0).await.expect("read"),
+        None
+    );
+
+    let member = log.join_group(&topic, "g").await.expect("join");
+    assert_eq!(member.assigned().await.expect("assigned"), [1]);
+    log.store_offset(&topic, "g", 1, 3)
+        .await
+        .expect("a commit for this process's partition");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_holding_the_log_longer_than_a_lease_does_not_stop_renewals() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let log = EmbeddedLog::open(dir.path()).expect("open");
+    let topic = log.ensure_topic("s", "t", 2).await.expect("ensure_topic");
+    let member = log.join_group(&topic, "g").await.expect("join");
+    assert_eq!(member.assigned().await.expect("assigned"), [0, 1]);
+
+    // Another process's long write holds the records' write lock, up to
+    // longer than a lease.
+    let (held, holding) = std::sync::mpsc::channel();
+    let (release, released) = std::sync::mpsc::channel::<()>();
+    let path = dir.path().to_owned();
+    let writer = std::thread::spawn(move || {
+        let db = database(&path);
+        db.execute_batch("BEGIN IMMEDIATE")
+            .expect("take the write lock");
+        held.send(()).expect("tell the test");
+        let timed_out = released
+            .recv_timeout(embedded::LEASE + Duration::from_secs(1))
+            .is_err();
+        db.execute_batch("COMMIT")
+            .expect("let go of the write lock");
+        timed_out
+    });
+    holding.recv().expect("the lock is held");
+
+    let owned = member.assigned().await.expect("a renewal");
+    // The writer is gone already when it held the lock to the end.
+    let _ = release.send(());
+    let waited_for_the_writer = writer.join().expect("the writer thread");
+    assert!(
+        !waited_for_the_writer,
+        "the renewal waited until the long write let go of the lock"
+    );
+    assert_eq!(owned, [0, 1]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

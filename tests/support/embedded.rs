@@ -45,13 +45,20 @@ pub fn embedded_log() -> TestLog {
     TestLog::new("embedded", log, reopen, dir)
 }
 
-/// The embedded log's database file inside its directory.
+/// The embedded log's database files inside its directory: records and
+/// offsets, and group leases.
 const DB_FILE: &str = "log.sqlite3";
+const GROUPS_FILE: &str = "groups.sqlite3";
 
-/// The database of the embedded log in `dir` (created when missing), opened
-/// directly to change what the log stores behind its back.
+/// The records database of the embedded log in `dir` (created when
+/// missing), opened directly to change what the log stores behind its back.
 pub fn database(dir: &Path) -> rusqlite::Connection {
     rusqlite::Connection::open(dir.join(DB_FILE)).expect("open the log's database")
+}
+
+/// The group lease database of the embedded log in `dir`, opened directly.
+pub fn groups_database(dir: &Path) -> rusqlite::Connection {
+    rusqlite::Connection::open(dir.join(GROUPS_FILE)).expect("open the log's lease database")
 }
 
 /// Rewrites the stored record at `offset` of `partition` with the SQL

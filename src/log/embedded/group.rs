@@ -1,8 +1,8 @@
 //! Consumer groups of the embedded log: membership leases and sticky,
 //! balanced partition ownership shared through the database.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -11,7 +11,8 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use super::{Core, Fault, TopicRow, blocking, now_micros};
 use crate::log::{GroupMember, LogError, lock};
 
-/// How long a membership (and with it its partitions) outlives its last renewal.
+/// How long a membership (and with it its partitions) outlives its last
+/// renewal: five times the longest a renewal waits for the lease database.
 pub const LEASE: Duration = Duration::from_secs(3);
 
 /// How often a member's background task renews its lease and rebalances.
@@ -152,10 +153,10 @@ fn rebalance(
     let lease_until = now.saturating_add(i64::try_from(LEASE.as_micros()).unwrap_or(i64::MAX));
     let key = topic.key;
     tx.prepare_cached(
-        "INSERT INTO group_members (topic_key, grp, member, pid, lease_until) VALUES (?1, ?2, ?3, ?4, ?5)
+        "INSERT INTO group_members (topic_key, grp, member, process, lease_until) VALUES (?1, ?2, ?3, ?4, ?5)
          ON CONFLICT (topic_key, grp, member) DO UPDATE SET lease_until = excluded.lease_until",
     )?
-    .execute(params![key, group, member, std::process::id(), lease_until])?;
+    .execute(params![key, group, member, process_token(), lease_until])?;
     tx.prepare_cached(
         "DELETE FROM group_members WHERE topic_key = ?1 AND grp = ?2 AND lease_until < ?3",
     )?
@@ -248,17 +249,28 @@ pub(super) fn store_offset(
     Ok(())
 }
 
-/// The process id of the live member owning a partition, if one does.
-pub(super) fn owner_pid(
+/// This process's token in the lease table: random, drawn once. Process
+/// ids cannot tell processes apart: two containers sharing a log directory
+/// can both be pid 1.
+pub(super) fn process_token() -> i64 {
+    static TOKEN: LazyLock<i64> = LazyLock::new(|| {
+        // 63 random bits: a positive SQLite integer.
+        (ulid::Ulid::new().random() as u64 >> 1) as i64
+    });
+    *TOKEN
+}
+
+/// The process token of the live member owning a partition, if one does.
+pub(super) fn owner_process(
     conn: &Connection,
     key: i64,
     group: &str,
     part: u32,
-    now: i64,
-) -> Result<Option<u32>, Fault> {
+) -> Result<Option<i64>, Fault> {
+    let now = now_micros()?;
     Ok(conn
         .prepare_cached(
-            "SELECT m.pid FROM group_owners o JOIN group_members m
+            "SELECT m.process FROM group_owners o JOIN group_members m
                ON m.topic_key = o.topic_key AND m.grp = o.grp AND m.member = o.member
              WHERE o.topic_key = ?1 AND o.grp = ?2 AND o.part = ?3 AND m.lease_until >= ?4",
         )?

@@ -7,20 +7,23 @@
 //!
 //! # On disk
 //!
-//! The directory (created when missing) holds one SQLite database,
-//! `log.sqlite3`, in WAL mode, with its `-wal` and `-shm` companions. The
-//! database is marked with `application_id` "AGDX" and a format version in
-//! `user_version`; another program's database, or a newer format, is refused
-//! with [`LogError::Incompatible`]. Its tables:
+//! The directory (created when missing) holds two SQLite databases in WAL
+//! mode, each with its `-wal` and `-shm` companions: `log.sqlite3` with the
+//! records and offsets, and `groups.sqlite3` with the consumer groups'
+//! leases, kept apart so that renewing a lease never waits behind an append
+//! (see *Consumer groups*). Both are marked with `application_id` "AGDX"
+//! and a format version in `user_version`; another program's database, or
+//! another format, is refused with [`LogError::Incompatible`] (a log made
+//! before the leases moved out is upgraded when opened). Their tables:
 //!
-//! | table | one row per | holds |
-//! | --- | --- | --- |
-//! | `streams` | stream | name, numeric id |
-//! | `topics` | topic | stream id, numeric id, name, partition count |
-//! | `records` | record | partition, offset, timestamp, headers, payload, checksum |
-//! | `group_members` | live group member | lease expiry, process id |
-//! | `group_owners` | owned partition | the member that owns it |
-//! | `group_offsets` | (group, partition) | the committed offset |
+//! | file | table | one row per | holds |
+//! | --- | --- | --- | --- |
+//! | `log` | `streams` | stream | name, numeric id |
+//! | `log` | `topics` | topic | stream id, numeric id, name, partition count |
+//! | `log` | `records` | record | partition, offset, timestamp, headers, payload, checksum |
+//! | `log` | `group_offsets` | (group, partition) | the committed offset |
+//! | `groups` | `group_members` | live group member | lease expiry, its process's token |
+//! | `groups` | `group_owners` | owned partition | the member that owns it |
 //!
 //! Records are addressed like Apache Iggy's: stream ids and topic ids are
 //! given by the log, counting from 1 (topic ids within their stream);
@@ -60,7 +63,11 @@
 //!
 //! A member registers in `group_members` with a lease of [`LEASE`] (3 s)
 //! that a background task renews every [`RENEW_EVERY`] (0.5 s), as does each
-//! call to [`GroupMember::assigned`]. Ownership is sticky and balanced: on
+//! call to [`GroupMember::assigned`]. Renewals write only to
+//! `groups.sqlite3`, whose write lock nothing but renewals and leaves take,
+//! each for a few milliseconds; a renewal gives up waiting for it after
+//! 0.6 s and is tried again, so however long an append holds the records'
+//! write lock, live members keep their leases. Ownership is sticky and balanced: on
 //! each renewal a member keeps the partitions it owns up to its fair share
 //! (live members sorted by id; each gets ⌊P/n⌋ or ⌈P/n⌉), releases extras
 //! and claims free partitions. A partition row names one owner, so two live
@@ -75,12 +82,14 @@
 //! refused with [`LogError::NotOwner`] (as Iggy refuses it), so a member that
 //! lost its partition to another process cannot move the new owner's offset
 //! back; with no live owner, or an owner in this process, the commit is
-//! stored. The commit names no member, so members of one process are not
-//! told apart, just as on Iggy (see [`Log::store_offset`]).
+//! stored. Processes are told apart by a random token each draws, not by
+//! process id (two containers sharing the directory can both be pid 1).
+//! The commit names no member, so members of one process are not told
+//! apart, just as on Iggy (see [`Log::store_offset`]).
 //!
 //! # Connections
 //!
-//! One writer (records and offsets), one for group leases
+//! One writer (records and offsets), one for group leases on their own file
 //! (`synchronous=NORMAL`: a lease is void after a reboot anyway) and a small
 //! pool of readers, all used on Tokio's blocking threads, never on the async
 //! workers; plus the cross-process watcher's connection on its own thread.
@@ -96,7 +105,7 @@ use tokio::sync::oneshot;
 
 use super::{GroupMember, Log, LogError, LogRecord, OutgoingRecord, TopicInfo, lock};
 use crate::clock::{Clock, SystemClock};
-use schema::{DB_FILE, Durability, connect};
+use schema::{DB_FILE, Durability, GROUPS_FILE, connect};
 use wake::DirWake;
 
 mod codec;
@@ -128,10 +137,12 @@ struct Core {
     dir: PathBuf,
     /// The database file, canonical.
     db: PathBuf,
+    /// The group lease database file, canonical.
+    groups_db: PathBuf,
     writer: Mutex<Connection>,
     /// Writes waiting for the writer (group commit).
     queue: Mutex<Vec<Write>>,
-    groups: Mutex<Option<Connection>>,
+    groups: Mutex<Connection>,
     readers: Mutex<Vec<Connection>>,
     topics: Mutex<HashMap<(u32, u32), Arc<TopicRow>>>,
     wake: Arc<DirWake>,
@@ -180,7 +191,7 @@ enum Write {
         done: oneshot::Sender<Result<(), LogError>>,
     },
     Commit {
-        topic: Arc<TopicRow>,
+        topic_key: i64,
         group: String,
         part: u32,
         offset: i64,
@@ -247,8 +258,13 @@ impl EmbeddedLog {
         })?;
         let db = dir.join(DB_FILE);
         let mut writer = connect(&db, Durability::Full, true).map_err(|f| f.into_log(&db))?;
-        schema::prepare(&mut writer, &location).map_err(|f| f.into_log(&db))?;
-        // Make the new file's directory entry durable too.
+        schema::prepare(&mut writer, &location, &schema::RECORDS).map_err(|f| f.into_log(&db))?;
+        let groups_db = dir.join(GROUPS_FILE);
+        let mut groups =
+            connect(&groups_db, Durability::Leases, true).map_err(|f| f.into_log(&groups_db))?;
+        schema::prepare(&mut groups, &location, &schema::GROUPS)
+            .map_err(|f| f.into_log(&groups_db))?;
+        // Make the new files' directory entries durable too.
         std::fs::File::open(&dir)
             .and_then(|d| d.sync_all())
             .map_err(|e| {
@@ -259,9 +275,10 @@ impl EmbeddedLog {
                 dir: path.to_owned(),
                 wake: DirWake::for_db(&db),
                 db,
+                groups_db,
                 writer: Mutex::new(writer),
                 queue: Mutex::default(),
-                groups: Mutex::default(),
+                groups: Mutex::new(groups),
                 readers: Mutex::default(),
                 topics: Mutex::default(),
             }),
@@ -281,9 +298,11 @@ async fn blocking<T: Send + 'static>(
     match tokio::task::spawn_blocking(work).await {
         Ok(result) => result,
         Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
-        Err(error) => Err(LogError::Storage(format!(
-            "the storage task did not finish: {error}"
-        ))),
+        // Nothing aborts these tasks: one is cancelled only because the
+        // runtime is shutting down, which drops the caller at its next
+        // await. Waiting for that says nothing, where an error would be
+        // reported (and retried) as a storage failure that is none.
+        Err(_) => std::future::pending().await,
     }
 }
 
@@ -327,19 +346,12 @@ impl Core {
         result
     }
 
-    /// Runs `work` with the group-lease connection, opening it on first use.
+    /// Runs `work` with the group-lease connection.
     fn with_groups<T>(
         &self,
         work: impl FnOnce(&mut Connection) -> Result<T, Fault>,
     ) -> Result<T, LogError> {
-        let mut slot = lock(&self.groups);
-        let conn = match &mut *slot {
-            Some(conn) => conn,
-            None => slot.insert(
-                connect(&self.db, Durability::Leases, false).map_err(|f| f.into_log(&self.db))?,
-            ),
-        };
-        work(conn).map_err(|f| f.into_log(&self.db))
+        work(&mut lock(&self.groups)).map_err(|f| f.into_log(&self.groups_db))
     }
 
     /// The stored row of `info`'s topic, from the cache or the database.
@@ -380,7 +392,7 @@ impl Core {
             return;
         }
         match commit_writes(&mut conn, &writes) {
-            Ok(outcomes) => {
+            Ok(()) => {
                 self.wake
                     .appended(writes.iter().filter_map(|write| match write {
                         Write::Append {
@@ -388,8 +400,8 @@ impl Core {
                         } => Some((*topic_key, *part)),
                         Write::Commit { .. } => None,
                     }));
-                for (write, outcome) in writes.into_iter().zip(outcomes) {
-                    let _ = write.into_done().send(outcome);
+                for write in writes {
+                    let _ = write.into_done().send(Ok(()));
                 }
             }
             Err(fault) => {
@@ -438,49 +450,29 @@ async fn submit(
     })
 }
 
-/// The group-commit transaction. A write refused on its own (an offset
-/// commit for another process's partition) changes nothing and is reported
-/// in its outcome; an SQLite error fails them all.
-fn commit_writes(
-    conn: &mut Connection,
-    writes: &[Write],
-) -> Result<Vec<Result<(), LogError>>, Fault> {
+/// The group-commit transaction; an SQLite error fails every write in it.
+fn commit_writes(conn: &mut Connection, writes: &[Write]) -> Result<(), Fault> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let now = now_micros()?;
-    let mut outcomes = Vec::with_capacity(writes.len());
     for write in writes {
-        outcomes.push(match write {
+        match write {
             Write::Append {
                 topic_key,
                 part,
                 records,
                 ..
-            } => {
-                append_batch(&tx, *topic_key, *part, records, now)?;
-                Ok(())
-            }
+            } => append_batch(&tx, *topic_key, *part, records, now)?,
             Write::Commit {
-                topic,
+                topic_key,
                 group,
                 part,
                 offset,
                 ..
-            } => match group::owner_pid(&tx, topic.key, group, *part, now)? {
-                Some(pid) if pid != std::process::id() => Err(LogError::NotOwner {
-                    stream: topic.info.stream.clone(),
-                    topic: topic.info.topic.clone(),
-                    group: group.clone(),
-                    partition: *part,
-                }),
-                _ => {
-                    group::store_offset(&tx, topic.key, group, *part, *offset)?;
-                    Ok(())
-                }
-            },
-        });
+            } => group::store_offset(&tx, *topic_key, group, *part, *offset)?,
+        }
     }
     tx.commit()?;
-    Ok(outcomes)
+    Ok(())
 }
 
 /// Inserts one batch after the partition's last record.
@@ -855,9 +847,27 @@ impl Log for EmbeddedLog {
             LogError::InvalidInput(format!("offset {offset} is beyond any partition's range"))
         })?;
         let row = self.resolve_partition(topic, partition).await?;
+        // Checked on the lease database before the write is queued, not in
+        // the same transaction: the partition may move in between, and the
+        // commit then names a record its old owner finished, which at worst
+        // has the new owner's later records delivered again.
+        let core = self.core.clone();
+        let (key, owner_group) = (row.key, group.to_owned());
+        let owner = blocking(move || {
+            core.with_groups(|conn| group::owner_process(conn, key, &owner_group, partition))
+        })
+        .await?;
+        if owner.is_some_and(|process| process != group::process_token()) {
+            return Err(LogError::NotOwner {
+                stream: row.info.stream.clone(),
+                topic: row.info.topic.clone(),
+                group: group.to_owned(),
+                partition,
+            });
+        }
         let (done, report) = oneshot::channel();
         let write = Write::Commit {
-            topic: row,
+            topic_key: row.key,
             group: group.to_owned(),
             part: partition,
             offset,

@@ -1,4 +1,10 @@
-//! The database file: connections, their settings, and the schema.
+//! The database files: connections, their settings, and the schemas.
+//!
+//! Two files: `log.sqlite3` holds streams, topics, records and committed
+//! offsets; `groups.sqlite3` holds the consumer groups' leases and
+//! partition owners. Keeping the leases apart means a renewal never waits
+//! behind an append (however large) for SQLite's single write lock, so no
+//! member's lease can run out because the log was busy.
 
 use std::path::Path;
 use std::time::Duration;
@@ -7,17 +13,48 @@ use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
 use super::Fault;
 
-/// The database file inside the log directory.
+/// The database of records and offsets inside the log directory.
 pub(super) const DB_FILE: &str = "log.sqlite3";
 
-/// `PRAGMA application_id` of an agdx log: "AGDX" in ASCII.
+/// The database of group leases inside the log directory.
+pub(super) const GROUPS_FILE: &str = "groups.sqlite3";
+
+/// `PRAGMA application_id` of both files of an agdx log: "AGDX" in ASCII.
 const APPLICATION_ID: i32 = 0x4147_4458;
 
-/// `PRAGMA user_version`: the on-disk format version this code reads and writes.
-const SCHEMA_VERSION: i32 = 1;
+/// One of the log's database files: its tables and format version.
+pub(super) struct Database {
+    /// What the file holds, for messages.
+    what: &'static str,
+    /// `PRAGMA user_version`: the on-disk format this code reads and writes.
+    version: i32,
+    /// The tables of a new file.
+    schema: &'static str,
+    /// Brings a file of the previous version (`version - 1`) to this one.
+    upgrade: Option<&'static str>,
+}
 
-/// The tables. See the module documentation of `embedded` for what each holds.
-const SCHEMA: &str = "
+/// The records and offsets. Version 1 also held the group leases; version 2
+/// moved them to [`GROUPS`], and upgrading drops them here (leases are
+/// rebuilt by the next renewals).
+pub(super) const RECORDS: Database = Database {
+    what: "records",
+    version: 2,
+    schema: RECORDS_SCHEMA,
+    upgrade: Some("DROP TABLE group_members; DROP TABLE group_owners;"),
+};
+
+/// The group leases and partition owners.
+pub(super) const GROUPS: Database = Database {
+    what: "group leases",
+    version: 1,
+    schema: GROUPS_SCHEMA,
+    upgrade: None,
+};
+
+/// The tables of `log.sqlite3`. See the module documentation of `embedded`
+/// for what each holds.
+const RECORDS_SCHEMA: &str = "
 CREATE TABLE streams (
     id             INTEGER PRIMARY KEY,
     name           TEXT    NOT NULL UNIQUE,
@@ -43,11 +80,24 @@ CREATE TABLE records (
     checksum  INTEGER NOT NULL,
     PRIMARY KEY (topic_key, part, off)
 ) WITHOUT ROWID;
+CREATE TABLE group_offsets (
+    topic_key INTEGER NOT NULL,
+    grp       TEXT    NOT NULL,
+    part      INTEGER NOT NULL,
+    off       INTEGER NOT NULL,
+    PRIMARY KEY (topic_key, grp, part)
+) WITHOUT ROWID;
+";
+
+/// The tables of `groups.sqlite3`. `process` is the token of the member's
+/// process (random, drawn when the process first joins a group; process
+/// ids repeat across containers sharing a directory).
+const GROUPS_SCHEMA: &str = "
 CREATE TABLE group_members (
     topic_key   INTEGER NOT NULL,
     grp         TEXT    NOT NULL,
     member      TEXT    NOT NULL,
-    pid         INTEGER NOT NULL,
+    process     INTEGER NOT NULL,
     lease_until INTEGER NOT NULL,
     PRIMARY KEY (topic_key, grp, member)
 ) WITHOUT ROWID;
@@ -56,13 +106,6 @@ CREATE TABLE group_owners (
     grp       TEXT    NOT NULL,
     part      INTEGER NOT NULL,
     member    TEXT    NOT NULL,
-    PRIMARY KEY (topic_key, grp, part)
-) WITHOUT ROWID;
-CREATE TABLE group_offsets (
-    topic_key INTEGER NOT NULL,
-    grp       TEXT    NOT NULL,
-    part      INTEGER NOT NULL,
-    off       INTEGER NOT NULL,
     PRIMARY KEY (topic_key, grp, part)
 ) WITHOUT ROWID;
 ";
@@ -74,16 +117,31 @@ pub(super) enum Durability {
     /// that returned survives a power cut. Records and committed offsets.
     Full,
     /// `synchronous=NORMAL`: a commit survives the process dying but may be
-    /// lost on a power cut. Group leases, which are void after a reboot anyway.
+    /// lost on a power cut. Group leases, which are void after a reboot
+    /// anyway (and the change watcher, which never writes).
     Leases,
 }
 
-/// Waits for another connection's write lock: short sleeps, giving up
-/// (`SQLITE_BUSY`, reported as a retryable storage error) after about 10 s.
+/// Waits for another connection's write lock on the records: short sleeps,
+/// giving up (`SQLITE_BUSY`, reported as a retryable storage error) after
+/// about 10 s.
 fn busy_wait(attempt: i32) -> bool {
     match attempt {
         0..100 => std::thread::sleep(Duration::from_millis(1)),
         100..2_000 => std::thread::sleep(Duration::from_millis(5)),
+        _ => return false,
+    }
+    true
+}
+
+/// Waits for another connection's write lock on the group leases, which
+/// only renewals and leaves take, for a few milliseconds each: gives up
+/// after about 0.6 s, well within a lease, so a renewal that fails is
+/// tried again before the lease runs out.
+fn busy_wait_leases(attempt: i32) -> bool {
+    match attempt {
+        0..100 => std::thread::sleep(Duration::from_millis(1)),
+        100..200 => std::thread::sleep(Duration::from_millis(5)),
         _ => return false,
     }
     true
@@ -101,19 +159,24 @@ pub(super) fn connect(
         flags |= OpenFlags::SQLITE_OPEN_CREATE;
     }
     let conn = Connection::open_with_flags(db, flags)?;
-    conn.busy_handler(Some(busy_wait))?;
-    let synchronous = match durability {
-        Durability::Full => "FULL",
-        Durability::Leases => "NORMAL",
+    let (synchronous, wait): (_, fn(i32) -> bool) = match durability {
+        Durability::Full => ("FULL", busy_wait),
+        Durability::Leases => ("NORMAL", busy_wait_leases),
     };
+    conn.busy_handler(Some(wait))?;
     conn.pragma_update(None, "synchronous", synchronous)?;
     conn.set_prepared_statement_cache_capacity(32);
     Ok(conn)
 }
 
-/// Switches the database to WAL mode and creates the schema when the file is
-/// new; refuses files that are not an agdx log or are of a newer format.
-pub(super) fn prepare(conn: &mut Connection, location: &str) -> Result<(), Fault> {
+/// Switches the database to WAL mode and creates the schema of `database`
+/// when the file is new, or upgrades it from the version before; refuses
+/// files that are not an agdx log or are of another format.
+pub(super) fn prepare(
+    conn: &mut Connection,
+    location: &str,
+    database: &Database,
+) -> Result<(), Fault> {
     let mode: String =
         conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))?;
     if !mode.eq_ignore_ascii_case("wal") {
@@ -124,22 +187,32 @@ pub(super) fn prepare(conn: &mut Connection, location: &str) -> Result<(), Fault
             ),
         ));
     }
-    if format_of(conn)? == (APPLICATION_ID, SCHEMA_VERSION) {
+    let current = (APPLICATION_ID, database.version);
+    if format_of(conn)? == current {
         return Ok(());
     }
     // Not (yet) a log of this format: look again holding the write lock, so
     // that of several processes opening a new directory at once, exactly
-    // one creates the schema.
+    // one creates (or upgrades) the schema.
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let (application_id, version) = format_of(&tx)?;
-    if (application_id, version) == (APPLICATION_ID, SCHEMA_VERSION) {
+    if (application_id, version) == current {
         return Ok(());
     }
     if application_id == APPLICATION_ID {
+        if let Some(upgrade) = database.upgrade
+            && version == database.version - 1
+        {
+            tx.execute_batch(upgrade)?;
+            tx.pragma_update(None, "user_version", database.version)?;
+            tx.commit()?;
+            return Ok(());
+        }
         return Err(incompatible(
             location,
             format!(
-                "its on-disk format is version {version}, this agdx reads version {SCHEMA_VERSION}; use a matching agdx"
+                "the on-disk format of its {} is version {version}, this agdx reads version {}; use a matching agdx",
+                database.what, database.version
             ),
         ));
     }
@@ -150,9 +223,9 @@ pub(super) fn prepare(conn: &mut Connection, location: &str) -> Result<(), Fault
             "it holds another program's SQLite database; point the log at an empty or agdx-made directory".to_owned(),
         ));
     }
-    tx.execute_batch(SCHEMA)?;
+    tx.execute_batch(database.schema)?;
     tx.pragma_update(None, "application_id", APPLICATION_ID)?;
-    tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+    tx.pragma_update(None, "user_version", database.version)?;
     tx.commit()?;
     Ok(())
 }
