@@ -137,7 +137,10 @@ pub trait Log: Send + Sync + 'static {
     async fn topic(&self, stream: &str, topic: &str) -> Result<Option<TopicInfo>, LogError>;
 
     /// Appends `records` to one partition as one batch, in order. When this
-    /// returns `Ok`, every record is durable.
+    /// returns `Ok`, every record is durable (on Iggy with
+    /// `durability=server`, as durable as the server's settings make it;
+    /// see [`iggy::Durability`]). An error may come after some or all of
+    /// the records were appended: appending them again can repeat them.
     async fn append(
         &self,
         topic: &TopicInfo,

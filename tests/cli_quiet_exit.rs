@@ -1,0 +1,45 @@
+//! `agdx ask` and `agdx bench ask` end without a word on stderr when all
+//! went well: stopping (readers cancelled mid-poll, connections closed)
+//! is not reported as a failure. On every backend.
+
+mod support;
+
+use support::fabric::{Running, on_every_fabric};
+
+/// How many times each command runs: what goes wrong at exit goes wrong
+/// only now and then.
+const RUNS: usize = 8;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ask_and_bench_ask_exit_without_noise() {
+    on_every_fabric("quiet-exit", |fabric| async move {
+        let worker = Running::start(fabric.worker("echo").fallback(agdx::worker::EchoHandler));
+        for _ in 0..RUNS {
+            let (code, stdout, stderr) = fabric
+                .run_agdx(&[
+                    "ask",
+                    "--to",
+                    "echo",
+                    "--operation",
+                    "hello",
+                    "--timeout",
+                    "20s",
+                    "hi",
+                ])
+                .await;
+            assert_eq!(code, 0, "ask failed: {stderr}");
+            assert_eq!(stdout, "hi\n");
+            assert_eq!(stderr, "", "agdx ask wrote to stderr");
+        }
+        for _ in 0..RUNS {
+            let (code, stdout, stderr) = fabric
+                .run_agdx(&["bench", "ask", "--requests", "40", "--partitions", "4"])
+                .await;
+            assert_eq!(code, 0, "bench ask failed: {stderr}");
+            assert!(stdout.contains("requests/s"), "{stdout}");
+            assert_eq!(stderr, "", "agdx bench ask wrote to stderr");
+        }
+        worker.stop().await;
+    })
+    .await;
+}
