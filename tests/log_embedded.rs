@@ -176,6 +176,31 @@ async fn concurrent_processes_append_without_losing_or_interleaving() {
     );
 }
 
+#[test]
+fn handles_opened_at_once_on_a_new_directory_all_open() {
+    // Opening a new directory switches its databases to WAL mode; openers
+    // racing to do it can deadlock, and SQLite then fails one at once.
+    for _ in 0..30 {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let start = Arc::new(std::sync::Barrier::new(8));
+        let openers: Vec<_> = (0..8)
+            .map(|_| {
+                let (path, start) = (dir.path().to_owned(), start.clone());
+                std::thread::spawn(move || {
+                    start.wait();
+                    EmbeddedLog::open(&path).map(drop)
+                })
+            })
+            .collect();
+        for opener in openers {
+            opener
+                .join()
+                .expect("an opener thread")
+                .expect("open a new directory while others open it");
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_loses_no_acknowledged_record() {
     let dir = tempfile::tempdir().expect("temp dir");

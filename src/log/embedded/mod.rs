@@ -257,12 +257,10 @@ impl EmbeddedLog {
             LogError::Storage(format!("cannot resolve the log directory {location}: {e}"))
         })?;
         let db = dir.join(DB_FILE);
-        let mut writer = connect(&db, Durability::Full, true).map_err(|f| f.into_log(&db))?;
-        schema::prepare(&mut writer, &location, &schema::RECORDS).map_err(|f| f.into_log(&db))?;
+        let writer = schema::open(&db, Durability::Full, &location, &schema::RECORDS)
+            .map_err(|f| f.into_log(&db))?;
         let groups_db = dir.join(GROUPS_FILE);
-        let mut groups =
-            connect(&groups_db, Durability::Leases, true).map_err(|f| f.into_log(&groups_db))?;
-        schema::prepare(&mut groups, &location, &schema::GROUPS)
+        let groups = schema::open(&groups_db, Durability::Leases, &location, &schema::GROUPS)
             .map_err(|f| f.into_log(&groups_db))?;
         // Make the new files' directory entries durable too.
         std::fs::File::open(&dir)

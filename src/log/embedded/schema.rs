@@ -169,14 +169,39 @@ pub(super) fn connect(
     Ok(conn)
 }
 
+/// Opens a connection to the database file `db` (created when missing)
+/// and prepares it: WAL mode, the schema of `database`. Processes opening a
+/// new file at once can deadlock switching it to WAL (each holds a read
+/// lock and wants the exclusive one); SQLite then fails one of them at
+/// once with `SQLITE_BUSY` instead of waiting, so that one tries again on a
+/// new connection, for as long as a write would wait.
+pub(super) fn open(
+    db: &Path,
+    durability: Durability,
+    location: &str,
+    database: &Database,
+) -> Result<Connection, Fault> {
+    let mut attempt = 0;
+    loop {
+        let prepared = connect(db, durability, true).and_then(|mut conn| {
+            prepare(&mut conn, location, database)?;
+            Ok(conn)
+        });
+        match prepared {
+            Err(Fault::Sql(rusqlite::Error::SqliteFailure(e, _)))
+                if e.code == rusqlite::ErrorCode::DatabaseBusy && busy_wait(attempt) =>
+            {
+                attempt += 1;
+            }
+            outcome => return outcome,
+        }
+    }
+}
+
 /// Switches the database to WAL mode and creates the schema of `database`
 /// when the file is new, or upgrades it from the version before; refuses
 /// files that are not an agdx log or are of another format.
-pub(super) fn prepare(
-    conn: &mut Connection,
-    location: &str,
-    database: &Database,
-) -> Result<(), Fault> {
+fn prepare(conn: &mut Connection, location: &str, database: &Database) -> Result<(), Fault> {
     let mode: String =
         conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))?;
     if !mode.eq_ignore_ascii_case("wal") {
