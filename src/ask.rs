@@ -406,6 +406,21 @@ impl Requester {
         self.send(request).await
     }
 
+    /// Stops reading replies and waits until the readers are gone, so that
+    /// nothing of this requester is still asking the log when the log is
+    /// closed (a program about to exit calls it last). Dropping the
+    /// requester stops the readers too, without waiting for them.
+    pub async fn close(self) {
+        let readers: Vec<_> = self.readers.lock().await.drain().map(|(_, r)| r).collect();
+        for reader in &readers {
+            reader.abort();
+        }
+        for reader in readers {
+            // Aborted, or ended by itself: either way it reads no more.
+            let _ = reader.await;
+        }
+    }
+
     async fn ensure_reader(&self, responses: &TopicInfo, partition: u32) -> Result<(), LogError> {
         let mut readers = self.readers.lock().await;
         if readers.get(&partition).is_some_and(|r| !r.is_finished()) {

@@ -156,6 +156,9 @@ pub async fn run_ask_bench(
         );
     }
     let elapsed = started.elapsed();
+    if let Ok(requester) = Arc::try_unwrap(requester) {
+        requester.close().await;
+    }
     shutdown.cancel();
     worker_task
         .await

@@ -43,9 +43,21 @@ pub async fn run(global: &Global, args: AskArgs) -> Result<(), Failure> {
         }
     }
     let requester = Requester::new(producer);
-    let mut deadline = tokio::time::Instant::now() + args.timeout;
-    let mut watch = requester.send(request).await.map_err(ask_failure)?;
+    let watch = requester.send(request).await.map_err(ask_failure)?;
+    let printed = print_replies(&requester, watch, args.timeout).await;
+    requester.close().await;
+    printed
+}
+
+/// Prints the replies as they come until the first terminal one; each sign of
+/// life from the worker starts the `timeout` wait over.
+async fn print_replies(
+    requester: &Requester,
+    mut watch: agdx::ReplyWatch,
+    timeout: Duration,
+) -> Result<(), Failure> {
     let sent_at = tokio::time::Instant::now();
+    let mut deadline = sent_at + timeout;
     let mut stdout = std::io::stdout().lock();
     loop {
         let event = match watch.next_until(deadline).await {
@@ -55,7 +67,7 @@ pub async fn run(global: &Global, args: AskArgs) -> Result<(), Failure> {
         match event {
             ReplyEvent::Status(status) => {
                 // A sign of life: the wait starts over.
-                deadline = tokio::time::Instant::now() + args.timeout;
+                deadline = tokio::time::Instant::now() + timeout;
                 if status.envelope.operation.as_deref() == Some(StatusOperation::Progress.as_str())
                 {
                     eprintln!("… still working ({} s)", sent_at.elapsed().as_secs());

@@ -5,12 +5,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use iggy::prelude::{
-    Client, ClientWrapper, IggyClient, IggyDuration, IggyError, TcpClient, TcpClientConfig,
+    Client, ClientWrapper, IggyClient, IggyDuration, IggyError, SystemClient, TcpClient,
+    TcpClientConfig,
 };
 use iggy_common::locking::{IggyRwLock, IggyRwLockFn};
 use iggy_common::{
     ConnectionString, ConnectionStringUtils, TcpConnectionStringOptions, TransportProtocol,
 };
+use tokio::task::JoinHandle;
 
 use super::durability::{Durability, split_durability};
 use super::errors::{HINT, unreachable};
@@ -116,7 +118,10 @@ impl IggyTarget {
         let tcp = TcpClient::create(self.config.clone())
             .map_err(|e| LogError::InvalidInput(e.to_string()))?;
         let client = IggyClient::create(ClientWrapper::Tcp(tcp), None, None);
-        if let Err(e) = client.connect().await {
+        // The inner client's connect, not `IggyClient::connect`: that one
+        // starts a heartbeat task nobody can stop, which reports an error
+        // for every ping after the connection is closed.
+        if let Err(e) = client.client().read().await.connect().await {
             shutdown_in_background(client.client());
             return Err(match e {
                 IggyError::InvalidCredentials
@@ -131,7 +136,11 @@ impl IggyTarget {
                 other => unreachable(&self.describe(), &format!("{other}; {HINT}")),
             });
         }
-        Ok(Connection { client })
+        let heartbeat = tokio::spawn(heartbeat(
+            client.client(),
+            self.config.heartbeat_interval.get_duration(),
+        ));
+        Ok(Connection { client, heartbeat })
     }
 }
 
@@ -140,6 +149,7 @@ impl IggyTarget {
 /// group membership it holds.
 pub(crate) struct Connection {
     client: IggyClient,
+    heartbeat: JoinHandle<()>,
 }
 
 impl Connection {
@@ -150,6 +160,7 @@ impl Connection {
 
     /// Closes the connection now.
     pub(crate) async fn close(&self) {
+        self.heartbeat.abort();
         // Closing an already closed connection is not an error worth reporting.
         let _ = self.client.shutdown().await;
     }
@@ -157,12 +168,26 @@ impl Connection {
 
 impl Drop for Connection {
     fn drop(&mut self) {
+        self.heartbeat.abort();
         shutdown_in_background(self.client.client());
     }
 }
 
-/// Shuts a client down without waiting: stops its heartbeat task (which
-/// otherwise keeps the connection open) and closes the socket.
+/// Pings the server every `interval` so that it keeps the connection (and
+/// its group memberships) while nothing else is sent. A failed ping is no
+/// news: the next request reports a broken connection with its context.
+async fn heartbeat(client: IggyRwLock<ClientWrapper>, interval: Duration) {
+    loop {
+        tokio::time::sleep(interval).await;
+        match client.read().await.ping().await {
+            Ok(()) => {}
+            Err(IggyError::ClientShutdown) => return,
+            Err(error) => tracing::debug!(%error, "an Iggy heartbeat failed"),
+        }
+    }
+}
+
+/// Shuts a client down without waiting: closes the socket.
 fn shutdown_in_background(inner: IggyRwLock<ClientWrapper>) {
     if let Ok(runtime) = tokio::runtime::Handle::try_current() {
         runtime.spawn(async move {
