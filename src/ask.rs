@@ -490,7 +490,9 @@ async fn read_replies(
                     }
                 }
             }
-            Err(LogError::Corrupt { position, reason }) => {
+            Err(LogError::Corrupt {
+                position, reason, ..
+            }) => {
                 tracing::warn!(%position, %reason, "skipping a damaged reply record");
                 from = position.offset + 1;
             }

@@ -122,13 +122,16 @@ impl ClaimCheck {
         if body.len() <= self.threshold {
             return Ok((body, content_type));
         }
+        Ok((self.store(body).await?.encode(), ContentType::Ref))
+    }
+
+    /// Puts `body` into the blob store whatever its size and returns the
+    /// BodyRef pinning it.
+    pub async fn store(&self, body: Vec<u8>) -> Result<BodyRef, ClaimCheckError> {
         let sha256: [u8; 32] = Sha256::digest(&body).into();
         let size_bytes = body.len() as u64;
         let reference = self.store.put(body, sha256).await?;
-        Ok((
-            BodyRef::new(reference, size_bytes, sha256).encode(),
-            ContentType::Ref,
-        ))
+        Ok(BodyRef::new(reference, size_bytes, sha256))
     }
 
     /// Fetches and verifies the bytes a BodyRef body points at.

@@ -47,7 +47,7 @@ pub use ask::{Answer, AskError, Reply, ReplyEvent, ReplyWatch, Requester};
 pub use blob::{BlobError, BlobStore, DirBlobStore};
 pub use claim_check::{ClaimCheck, ClaimCheckError, DEFAULT_CLAIM_CHECK_THRESHOLD};
 pub use clock::{Clock, ManualClock, SharedClock, SystemClock, system_clock};
-pub use dlq::{dead_letter, dead_letter_record};
+pub use dlq::{MAX_DETAIL_BYTES, dead_letter, dead_letter_record};
 pub use idempotency::{KeyScope, ProcessedKeys, StoreError};
 pub use ids::{new_channel_id, new_conversation_id, new_correlation_id, new_record_id};
 pub use producer::{ChunkWriter, CommandRequest, Outgoing, ProduceError, Producer, ReplyTo, Sent};

@@ -574,51 +574,91 @@ impl Producer {
         topic: &TopicInfo,
         items: Vec<Outgoing>,
     ) -> Result<Vec<Sent>, ProduceError> {
-        let mut by_partition: BTreeMap<u32, Vec<OutgoingRecord>> = BTreeMap::new();
-        let mut sent = Vec::with_capacity(items.len());
-        for Outgoing {
+        let mut prepared = Vec::with_capacity(items.len());
+        for item in items {
+            prepared.push(self.prepare(topic, item).await?);
+        }
+        let sent = prepared.iter().map(|p| p.sent.clone()).collect();
+        self.append_prepared(topic, prepared).await?;
+        Ok(sent)
+    }
+
+    /// Turns one envelope into the record that carries it on `topic`:
+    /// validated, its body claim-checked when large, headers stamped, and
+    /// checked against the log's record limit. Every way one record can be
+    /// refused shows here, before anything is appended.
+    pub(crate) async fn prepare(
+        &self,
+        topic: &TopicInfo,
+        outgoing: Outgoing,
+    ) -> Result<Prepared, ProduceError> {
+        let Outgoing {
             mut envelope,
             content_type,
-        } in items
-        {
-            // Validate before claim-checking so an invalid envelope leaves no
-            // blob behind; swapping a body for its BodyRef keeps it valid.
-            envelope.validate()?;
-            if content_type == ContentType::Ref {
-                BodyRef::decode_valid(&envelope.body).map_err(ProduceError::NotABodyRef)?;
+        } = outgoing;
+        // Validate before claim-checking so an invalid envelope leaves no
+        // blob behind; swapping a body for its BodyRef keeps it valid.
+        envelope.validate()?;
+        if content_type == ContentType::Ref {
+            BodyRef::decode_valid(&envelope.body).map_err(ProduceError::NotABodyRef)?;
+        }
+        let mut content_type = content_type;
+        if let Some(check) = &self.inner.claim_check {
+            let body = std::mem::take(&mut envelope.body);
+            (envelope.body, content_type) = check.outgoing(body, content_type).await?;
+        }
+        let headers = record_headers(&envelope, content_type);
+        check_header_caps(&headers)?;
+        let payload = envelope.encode();
+        let limit = self.inner.log.max_record_bytes();
+        if payload.len() > limit {
+            return Err(LogError::RecordTooLarge {
+                size: payload.len(),
+                limit,
             }
-            let mut content_type = content_type;
-            if let Some(check) = &self.inner.claim_check {
-                let body = std::mem::take(&mut envelope.body);
-                (envelope.body, content_type) = check.outgoing(body, content_type).await?;
-            }
-            let headers = record_headers(&envelope, content_type);
-            check_header_caps(&headers)?;
-            let partition = Self::partition_of(topic, envelope.conversation);
-            sent.push(Sent {
+            .into());
+        }
+        let partition = Self::partition_of(topic, envelope.conversation);
+        Ok(Prepared {
+            sent: Sent {
                 record: envelope.record,
                 conversation: envelope.conversation,
                 correlation: envelope.correlation,
                 topic: topic.topic.clone(),
                 partition,
-            });
-            by_partition
-                .entry(partition)
-                .or_default()
-                .push(OutgoingRecord {
-                    headers,
-                    payload: envelope.encode(),
-                });
+            },
+            record: OutgoingRecord { headers, payload },
+        })
+    }
+
+    /// Appends prepared records to `topic`, one append per partition, all in
+    /// flight at once (the embedded log commits them together; Iggy takes
+    /// them on one connection).
+    pub(crate) async fn append_prepared(
+        &self,
+        topic: &TopicInfo,
+        prepared: Vec<Prepared>,
+    ) -> Result<(), LogError> {
+        let mut by_partition: BTreeMap<u32, Vec<OutgoingRecord>> = BTreeMap::new();
+        for Prepared { sent, record } in prepared {
+            by_partition.entry(sent.partition).or_default().push(record);
         }
-        // One append per partition, all in flight at once (the embedded log
-        // commits them together; Iggy takes them on one connection).
         let appends = by_partition.into_iter().map(|(partition, records)| {
             let span = tracing::debug_span!("append", topic = %topic.topic, partition, records = records.len());
             self.inner.log.append(topic, partition, records).instrument(span)
         });
         futures_util::future::try_join_all(appends).await?;
-        Ok(sent)
+        Ok(())
     }
+}
+
+/// A record ready to append, and what it carries.
+#[derive(Debug, Clone)]
+pub(crate) struct Prepared {
+    /// Where it goes and its ids.
+    pub sent: Sent,
+    /// Headers and payload.
+    pub record: OutgoingRecord,
 }
 
 /// Writes one chunk stream: an opening chunk naming the purpose, middle

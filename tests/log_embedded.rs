@@ -395,7 +395,8 @@ async fn a_damaged_record_is_reported_never_returned() {
     assert!(
         !LogError::Corrupt {
             position: topic.position(0, 1),
-            reason: String::new()
+            reason: String::new(),
+            payload: None,
         }
         .is_retryable()
     );

@@ -1,9 +1,13 @@
 //! A worker steps over a command whose stored bytes are damaged: it sets the
-//! record aside as a `decode_failed` dead letter (with no payload, as none
-//! can be read), commits past it and answers the commands around it.
+//! record aside as a `decode_failed` dead letter, commits past it and
+//! answers the commands around it.
 //!
-//! On the embedded log only: damaging a stored record behind the log's back
-//! is something only its database allows.
+//! Two kinds of damage: a record whose bytes fail their integrity check (on
+//! the embedded log, whose database lets a test damage a stored record
+//! behind the log's back; no payload can be kept), and an Iggy message
+//! whose user header block is malformed (any Iggy client can write one;
+//! its payload is intact and kept in the dead letter, so it can be
+//! redriven).
 
 mod support;
 
@@ -14,9 +18,10 @@ use agdx::log::LogError;
 use agdx::wire::DeadLetterReason;
 use agdx::worker::EchoHandler;
 use agdx::{CommandRequest, ReplyEvent, ReplyWatch};
+use iggy::prelude::{Client, IggyClient, IggyMessage, MessageClient, Partitioning};
 use support::embedded::damage_payload;
 use support::eventually;
-use support::fabric::{ANSWER, Running, agent_id, embedded_fabric};
+use support::fabric::{ANSWER, Fabric, Running, agent_id, embedded_fabric, fabrics};
 
 /// The watched command's terminal reply, which must be a response echoing `body`.
 async fn echoed(watch: &mut ReplyWatch, body: &[u8]) -> agdx::Reply {
@@ -64,7 +69,11 @@ async fn a_damaged_command_is_dead_lettered_and_the_commands_around_it_are_answe
         .poll(commands, partition, 1, 1, Duration::ZERO)
         .await
     {
-        Err(LogError::Corrupt { position, reason }) if position == damaged => reason,
+        Err(LogError::Corrupt {
+            position,
+            reason,
+            payload: None,
+        }) if position == damaged => reason,
         other => panic!("the damaged record reads as corrupt, got {other:?}"),
     };
 
@@ -117,4 +126,86 @@ async fn a_damaged_command_is_dead_lettered_and_the_commands_around_it_are_answe
     assert_eq!(stats.handled.load(Ordering::SeqCst), 2);
     assert_eq!(stats.dead_lettered.load(Ordering::SeqCst), 1);
     assert_eq!(stats.committed_records.load(Ordering::SeqCst), 3);
+}
+
+/// Sends `payload` to `partition` of the commands topic as another Iggy
+/// client would, with a user header block that ends in the middle of a
+/// field (a name of kind string claiming 200 bytes, with one there).
+async fn send_with_a_malformed_header_block(fabric: &Fabric, partition: u32, payload: Vec<u8>) {
+    let client = IggyClient::from_connection_string(&fabric.spec).expect("a connection string");
+    client.connect().await.expect("the plain client connects");
+    let block: &'static [u8] = &[2, 200, 0, 0, 0, b'k'];
+    let mut message = IggyMessage::builder()
+        .payload(payload.into())
+        .build()
+        .expect("a message");
+    message.header.user_headers_length = block.len() as u32;
+    message.user_headers = Some(block.into());
+    let commands = &fabric.topology.commands;
+    client
+        .send_messages(
+            &commands.stream_id.try_into().expect("a stream id"),
+            &commands.topic_id.try_into().expect("a topic id"),
+            &Partitioning::partition_id(partition),
+            &mut [message],
+        )
+        .await
+        .expect("the server takes the raw header block as it is");
+    client.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_iggy_command_with_a_malformed_header_block_is_dead_lettered_with_its_payload() {
+    for fabric in fabrics("malformed-headers").await {
+        if fabric.backend != "iggy" {
+            // Only an Iggy message has a header block another client can break.
+            continue;
+        }
+        let requester = fabric.requester("asker");
+        let conversation = agdx::new_conversation_id();
+        let partition = agdx::Producer::partition_of(&fabric.topology.commands, conversation);
+        // A well-formed command whose only fault is the header block around it.
+        let command = agdx::wire::AgentEnvelope::command(
+            agdx::new_record_id(),
+            conversation,
+            agent_id("asker"),
+            agdx::new_correlation_id(),
+            Some("hello"),
+            b"under bad headers".to_vec(),
+        )
+        .with_target(agent_id("echo"))
+        .encode();
+        send_with_a_malformed_header_block(&fabric, partition, command.clone()).await;
+        let mut after = requester
+            .send(
+                CommandRequest::new("hello", b"after".to_vec())
+                    .to(agent_id("echo"))
+                    .conversation(conversation),
+            )
+            .await
+            .expect("send");
+        let worker = fabric.worker("echo").handle("hello", EchoHandler);
+        let running = Running::start(worker);
+        echoed(&mut after, b"after").await;
+        let dead_letters = fabric.dead_letters().await;
+        assert_eq!(dead_letters.len(), 1);
+        let capsule = &dead_letters[0];
+        assert_eq!(capsule.reason, DeadLetterReason::DecodeFailed);
+        assert_eq!(
+            capsule.source,
+            fabric.topology.commands.position(partition, 0)
+        );
+        assert_eq!(
+            capsule.payload, command,
+            "the payload is kept byte for byte, ready to redrive"
+        );
+        assert!(
+            capsule
+                .detail
+                .as_deref()
+                .is_some_and(|d| d.contains("malformed user header block")),
+            "{capsule:?}"
+        );
+        running.stop().await;
+    }
 }

@@ -95,6 +95,12 @@ pub enum LogError {
         position: LogPosition,
         /// What is wrong with it.
         reason: String,
+        /// The record's payload when it is intact and only its headers are
+        /// unreadable (an Iggy message with a malformed header block), so a
+        /// consumer can keep the bytes (a worker puts them in the dead
+        /// letter); `None` when the record's bytes failed their integrity
+        /// check.
+        payload: Option<bytes::Bytes>,
     },
     /// The storage exists but is not a log this version can use (another
     /// program's file, or a newer on-disk format).

@@ -6,8 +6,11 @@
 //! run concurrently, at most `concurrency` at a time. For each record the ten
 //! steps run (decode, must-understand, target, deadline, idempotency,
 //! dispatch, retries, dead letters, reply) and the pool then publishes the
-//! replies and dead-letter capsules and **only then** commits the offset. If
-//! publishing fails nothing is committed and the records are read again.
+//! replies and dead-letter capsules and **only then** commits the offset.
+//! A publish that may pass later is retried in place; an answer that can
+//! never be published becomes a small `internal` error and a dead letter, so
+//! no record holds its partition up. A handler that panics fails that one
+//! record (dead letter with the panic message), not the pool.
 //!
 //! ```no_run
 //! # async fn demo(log: agdx::log::SharedLog) -> Result<(), Box<dyn std::error::Error>> {
@@ -32,20 +35,20 @@ use std::time::Duration;
 
 use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
-use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::claim_check::ClaimCheck;
 use crate::clock::{SharedClock, system_clock};
-use crate::dlq::dead_letter_record;
 use crate::idempotency::{ProcessedKeys, StoreError};
-use crate::log::{DEFAULT_POLL_WAIT, LogError, LogRecord};
-use crate::producer::{Outgoing, ProduceError};
+use crate::log::LogError;
 use crate::retry::RetryPolicy;
 
 mod exec;
+mod flush;
 mod handler;
 mod heartbeat;
+mod invoke;
+mod partition;
 mod process;
 
 pub use exec::{EXIT_RETRYABLE, ExecHandler};
@@ -53,7 +56,8 @@ pub use handler::{
     EchoHandler, FnHandler, Handler, HandlerError, HandlerReply, Request, handler_fn,
 };
 pub use heartbeat::DEFAULT_PROGRESS_INTERVAL;
-use process::{Disposition, Handlers, Outcome, Processor};
+use partition::{PartitionContext, partition_loop};
+use process::{Disposition, Handlers, Processor};
 
 /// How a worker pool behaves.
 #[derive(Debug, Clone)]
@@ -346,257 +350,4 @@ async fn measure_commit_lag(ctx: Arc<PartitionContext>, partitions: Vec<u32>) {
             crate::metrics::commit_lag(ctx.processor.agent.as_str(), partition, lag);
         }
     }
-}
-
-struct PartitionContext {
-    processor: Arc<Processor>,
-    group: String,
-    config: WorkerConfig,
-    permits: Arc<Semaphore>,
-    stats: Arc<WorkerStats>,
-}
-
-/// Reads one partition in order until cancelled.
-async fn partition_loop(ctx: Arc<PartitionContext>, partition: u32, cancel: CancellationToken) {
-    let mut from = None;
-    let mut failures = 0u32;
-    loop {
-        match turn(&ctx, partition, &mut from, &cancel).await {
-            Ok(Turn::Again) => failures = 0,
-            Ok(Turn::Stop) => break,
-            Err(error) => {
-                failures += 1;
-                tracing::warn!(%error, partition, "retrying after a failure; nothing was committed");
-                if sleep_or_cancel(crate::retry::backoff(failures), &cancel).await {
-                    break;
-                }
-            }
-        }
-    }
-}
-
-/// Whether a partition loop goes on.
-enum Turn {
-    Again,
-    Stop,
-}
-
-/// Why a turn of a partition loop failed (it is tried again).
-#[derive(Debug, thiserror::Error)]
-enum TurnError {
-    #[error("reading the committed offset failed: {0}")]
-    Offset(LogError),
-    #[error("polling commands failed: {0}")]
-    Poll(LogError),
-    #[error("catching up with processed keys on the log failed: {0}")]
-    CatchUp(StoreError),
-    #[error("publishing replies or committing failed (the records will be handled again): {0}")]
-    Batch(BatchError),
-}
-
-/// One poll of the partition and the handling of what it returned. `from`
-/// is the next offset to read, known once the committed offset was read.
-async fn turn(
-    ctx: &PartitionContext,
-    partition: u32,
-    from: &mut Option<u64>,
-    cancel: &CancellationToken,
-) -> Result<Turn, TurnError> {
-    let processor = &ctx.processor;
-    let producer = &processor.producer;
-    let log = producer.log();
-    let commands = &producer.topology().commands;
-    let next = match *from {
-        Some(next) => next,
-        None => {
-            let committed = log
-                .committed_offset(commands, &ctx.group, partition)
-                .await
-                .map_err(TurnError::Offset)?;
-            *from.insert(committed.map_or(0, |c| c + 1))
-        }
-    };
-    let polled = tokio::select! {
-        _ = cancel.cancelled() => return Ok(Turn::Stop),
-        polled = log.poll(commands, partition, next, ctx.config.poll_batch, DEFAULT_POLL_WAIT) => polled,
-    };
-    let mut cursor = next;
-    let outcome = match polled {
-        Ok(records) if records.is_empty() => return Ok(Turn::Again),
-        Ok(records) => {
-            let Ok(_permit) = ctx.permits.clone().acquire_owned().await else {
-                return Ok(Turn::Stop);
-            };
-            if let Some(store) = processor
-                .store
-                .as_ref()
-                .filter(|_| records.iter().any(carries_key))
-            {
-                let responses = &producer.topology().responses;
-                store
-                    .catch_up(log, responses, &processor.agent)
-                    .await
-                    .map_err(TurnError::CatchUp)?;
-            }
-            handle_batch(ctx, partition, &records, &mut cursor, cancel).await
-        }
-        Err(LogError::Corrupt { position, reason }) => {
-            // A damaged record never surfaces; set it aside as a dead letter
-            // (no bytes to keep) and step over it.
-            tracing::error!(%position, %reason, "a stored command is damaged; dead-lettering it");
-            let capsule = crate::dlq::dead_letter(
-                position,
-                agdx_wire::DeadLetterReason::DecodeFailed,
-                1,
-                reason,
-                Vec::new(),
-            );
-            let unflushed = Unflushed {
-                dead_letters: vec![capsule],
-                last_offset: Some(position.offset),
-                records: 1,
-                ..Unflushed::default()
-            };
-            let stepped = flush(ctx, partition, unflushed, &mut cursor).await;
-            if stepped.is_ok() {
-                ctx.stats
-                    .count(ctx.processor.agent.as_str(), Disposition::DeadLettered);
-            }
-            stepped
-        }
-        Err(error) => return Err(TurnError::Poll(error)),
-    };
-    // Whatever was committed is behind us, even when a later flush failed.
-    *from = Some(cursor);
-    match outcome {
-        Ok(()) if cancel.is_cancelled() => Ok(Turn::Stop),
-        Ok(()) => Ok(Turn::Again),
-        Err(BatchError::Log(LogError::NotOwner { .. })) => {
-            tracing::info!(
-                partition,
-                "the partition moved to another member before the commit; its new owner handles the rest"
-            );
-            Ok(Turn::Stop)
-        }
-        Err(error) => Err(TurnError::Batch(error)),
-    }
-}
-
-/// Whether a record is a command with an idempotency key (undecodable ones
-/// are not; they are dead-lettered without looking at keys).
-fn carries_key(record: &LogRecord) -> bool {
-    crate::record::envelope_of(record).is_ok_and(|e| e.idempotency_key.is_some())
-}
-
-/// Sleeps, returning early (with `true`) when cancelled.
-async fn sleep_or_cancel(duration: Duration, cancel: &CancellationToken) -> bool {
-    tokio::select! {
-        _ = cancel.cancelled() => true,
-        _ = tokio::time::sleep(duration) => false,
-    }
-}
-
-/// Why a batch was not committed.
-#[derive(Debug, thiserror::Error)]
-enum BatchError {
-    #[error(transparent)]
-    Process(#[from] process::ProcessError),
-    #[error(transparent)]
-    Produce(#[from] ProduceError),
-    #[error(transparent)]
-    Log(#[from] LogError),
-}
-
-/// Outcomes not yet published, and the offset to commit once they are.
-#[derive(Default)]
-struct Unflushed {
-    replies: Vec<Outgoing>,
-    dead_letters: Vec<agdx_wire::DeadLetter>,
-    last_offset: Option<u64>,
-    records: u64,
-    since: Option<Instant>,
-}
-
-/// Handles `records` in order, publishing and committing in flushes, until
-/// `cancel` says to stop.
-async fn handle_batch(
-    ctx: &PartitionContext,
-    partition: u32,
-    records: &[LogRecord],
-    from: &mut u64,
-    cancel: &CancellationToken,
-) -> Result<(), BatchError> {
-    let mut unflushed = Unflushed::default();
-    for record in records {
-        // Stopping (or losing the partition) ends the batch after the record
-        // in hand; the rest stays uncommitted for whoever reads next.
-        if cancel.is_cancelled() {
-            break;
-        }
-        let Outcome {
-            disposition,
-            replies,
-            dead_letter,
-        } = match ctx.processor.process(record).await {
-            Ok(outcome) => outcome,
-            Err(error) => {
-                // Commit what was handled before this record, so it does not
-                // run again when this one is retried.
-                flush(ctx, partition, unflushed, from).await?;
-                return Err(error.into());
-            }
-        };
-        ctx.stats.count(ctx.processor.agent.as_str(), disposition);
-        unflushed.replies.extend(replies);
-        unflushed.dead_letters.extend(dead_letter);
-        unflushed.last_offset = Some(record.position.offset);
-        unflushed.records += 1;
-        let since = *unflushed.since.get_or_insert_with(Instant::now);
-        if since.elapsed() >= ctx.config.flush_interval {
-            flush(ctx, partition, std::mem::take(&mut unflushed), from).await?;
-        }
-    }
-    flush(ctx, partition, unflushed, from).await
-}
-
-/// Steps 9 and 10 for a run of records: publish replies and dead letters,
-/// and only then commit.
-async fn flush(
-    ctx: &PartitionContext,
-    partition: u32,
-    unflushed: Unflushed,
-    from: &mut u64,
-) -> Result<(), BatchError> {
-    let Some(last_offset) = unflushed.last_offset else {
-        return Ok(());
-    };
-    let processor = &ctx.processor;
-    let producer = &processor.producer;
-    let topology = producer.topology();
-    if !unflushed.replies.is_empty() {
-        producer
-            .publish(&topology.responses, unflushed.replies)
-            .await?;
-    }
-    let mut by_partition: HashMap<u32, Vec<_>> = HashMap::new();
-    for capsule in &unflushed.dead_letters {
-        let (dlq_partition, record) = dead_letter_record(&topology.dlq, capsule);
-        by_partition.entry(dlq_partition).or_default().push(record);
-    }
-    for (dlq_partition, records) in by_partition {
-        producer
-            .log()
-            .append(&topology.dlq, dlq_partition, records)
-            .await?;
-    }
-    producer
-        .log()
-        .store_offset(&topology.commands, &ctx.group, partition, last_offset)
-        .await?;
-    ctx.stats.commits.fetch_add(1, Ordering::Relaxed);
-    ctx.stats
-        .committed_records
-        .fetch_add(unflushed.records, Ordering::Relaxed);
-    *from = last_offset + 1;
-    Ok(())
 }

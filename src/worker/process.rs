@@ -10,7 +10,7 @@ use tracing::Instrument;
 
 use crate::claim_check::{ClaimCheck, ClaimCheckError, resolve_body};
 use crate::clock::SharedClock;
-use crate::dlq::dead_letter;
+use crate::dlq::{MAX_DETAIL_BYTES, dead_letter, shorten};
 use crate::idempotency::{KeyScope, ProcessedKeys, StoreError};
 use crate::ids::{new_channel_id, new_record_id};
 use crate::log::LogRecord;
@@ -19,6 +19,7 @@ use crate::record::{content_type_of, envelope_of};
 use crate::retry::RetryPolicy;
 
 use super::handler::{Handler, HandlerReply, Request};
+use super::invoke::run_with_retries;
 
 /// What became of one record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,6 +42,9 @@ pub(crate) struct Outcome {
     pub disposition: Disposition,
     pub replies: Vec<Outgoing>,
     pub dead_letter: Option<DeadLetter>,
+    /// Where an `error` goes should the replies turn out unpublishable;
+    /// `None` when nobody waits for an answer.
+    pub reply_to: Option<ReplyTo>,
 }
 
 impl Outcome {
@@ -49,6 +53,7 @@ impl Outcome {
             disposition: Disposition::Skipped,
             replies: Vec::new(),
             dead_letter: None,
+            reply_to: None,
         }
     }
 }
@@ -61,6 +66,15 @@ pub(crate) enum ProcessError {
     Store(#[from] StoreError),
     #[error("fetching the claim-checked body failed: {0}")]
     Blob(ClaimCheckError),
+}
+
+impl ProcessError {
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            ProcessError::Store(e) => e.is_retryable(),
+            ProcessError::Blob(e) => e.is_retryable(),
+        }
+    }
 }
 
 /// The registered handlers of one agent.
@@ -210,6 +224,7 @@ impl Processor {
                             .map(|to| readdress(replies, to))
                             .unwrap_or_default(),
                         dead_letter: None,
+                        reply_to,
                     });
                 }
             }
@@ -240,6 +255,7 @@ impl Processor {
                 disposition: Disposition::Unsupported,
                 replies: vec![self.producer.error_envelope(&to, &error)],
                 dead_letter: None,
+                reply_to: Some(to),
             });
         };
         let content_type = content_type_of(record);
@@ -280,40 +296,20 @@ impl Processor {
             reply_to: reply_to.clone(),
             recorder,
         };
-        let result = loop {
-            let heartbeat = super::heartbeat::Heartbeat {
-                producer: &self.producer,
-                to: reply_to.as_ref(),
-                every: self.progress_interval,
-                limit: self.handler_limit,
-            };
-            let started = std::time::Instant::now();
-            let outcome = heartbeat.around(handler.handle(request.clone())).await;
-            crate::metrics::handler_time(
-                self.agent.as_str(),
-                request.operation(),
-                started.elapsed(),
-            );
-            match outcome {
-                Ok(reply) => break Ok(reply),
-                // A retry after chunks went out would start a second stream the
-                // reader has no use for; such a failure is final.
-                Err(error)
-                    if error.retryable
-                        && self.retry.should_retry(request.attempt)
-                        && request.streamed().is_empty() =>
-                {
-                    let delay = self
-                        .retry
-                        .delay_after(request.attempt, rand::random::<f64>());
-                    tracing::info!(attempt = request.attempt, ?delay, %error, "retryable failure; trying again");
-                    crate::metrics::retry(self.agent.as_str());
-                    tokio::time::sleep(delay).await;
-                    request.attempt += 1;
-                }
-                Err(error) => break Err(error),
-            }
+        let heartbeat = super::heartbeat::Heartbeat {
+            producer: &self.producer,
+            to: reply_to.as_ref(),
+            every: self.progress_interval,
+            limit: self.handler_limit,
         };
+        let result = run_with_retries(
+            handler.as_ref(),
+            &mut request,
+            &self.retry,
+            &heartbeat,
+            self.agent.as_str(),
+        )
+        .await;
         let streamed = request.streamed();
         match result {
             Err(error) => {
@@ -327,6 +323,10 @@ impl Processor {
                     "handler failed after {} attempt(s): {}",
                     request.attempt, error.message
                 );
+                // The message may be a whole transcript (an `--exec`
+                // handler's stderr); the reply carries a note of it.
+                let mut body = error.to_body();
+                body.message = body.message.map(|m| shorten(m, MAX_DETAIL_BYTES));
                 Ok(self.dead(
                     record,
                     reason,
@@ -334,7 +334,7 @@ impl Processor {
                     detail,
                     reply_to.map(|to| ErrorReply {
                         to,
-                        error: error.to_body(),
+                        error: body,
                         open_stream,
                     }),
                 ))
@@ -387,6 +387,7 @@ impl Processor {
                     disposition: Disposition::Handled,
                     replies,
                     dead_letter: None,
+                    reply_to,
                 })
             }
         }
@@ -402,6 +403,7 @@ impl Processor {
         detail: String,
         reply: Option<ErrorReply>,
     ) -> Outcome {
+        let reply_to = reply.as_ref().map(|r| r.to.clone());
         let replies = reply
             .map(
                 |ErrorReply {
@@ -428,6 +430,7 @@ impl Processor {
                 detail,
                 record.payload.to_vec(),
             )),
+            reply_to,
         }
     }
 }

@@ -226,8 +226,9 @@ pub const HEADER_FRAMING: usize = 9;
 
 /// The exact header set of an agent record carrying `envelope` with a body
 /// of `content_type`: `agdx.ct`, `agdx.av`, `gen_ai.conversation.id`, and
-/// `agdx.to` when the envelope has a target. Everything else lives only in
-/// the envelope.
+/// `agdx.to` when the envelope has a target whose id fits in a header value
+/// ([`HEADER_VALUE_CAP`] bytes; a longer one is left out). Everything else
+/// lives only in the envelope.
 ///
 /// ```
 /// use agdx_wire::*;
@@ -256,7 +257,14 @@ pub fn record_headers(envelope: &AgentEnvelope, content_type: ContentType) -> He
         HEADER_CONVERSATION.to_owned(),
         HeaderValue::u128(envelope.conversation.as_u128()),
     ));
-    if let Some(target) = &envelope.target {
+    // A routing hint only (the envelope's `target` is the truth): an agent
+    // id longer than a header value may be (ids take up to 256 bytes) is
+    // left out rather than making the record unsendable.
+    if let Some(target) = envelope
+        .target
+        .as_ref()
+        .filter(|t| t.as_str().len() <= HEADER_VALUE_CAP)
+    {
         headers.push((
             HEADER_TARGET.to_owned(),
             HeaderValue::string(target.as_str()),

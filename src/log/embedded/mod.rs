@@ -169,6 +169,7 @@ impl TopicRow {
                     Fault::Log(LogError::Corrupt {
                         position: self.info.position(partition, 0),
                         reason: format!("negative {what}: {off}"),
+                        payload: None,
                     })
                 })
             })
@@ -561,7 +562,12 @@ fn read_records(
                 }
             }
             Err(reason) if out.is_empty() => {
-                return Err(LogError::Corrupt { position, reason }.into());
+                return Err(LogError::Corrupt {
+                    position,
+                    reason,
+                    payload: None,
+                }
+                .into());
             }
             Err(reason) => {
                 tracing::error!(%position, %reason, "damaged record in the embedded log");

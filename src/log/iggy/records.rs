@@ -157,6 +157,7 @@ pub(crate) fn from_message(
             decode_headers(block).map_err(|why| LogError::Corrupt {
                 position,
                 reason: format!("malformed user header block: {why}"),
+                payload: Some(message.payload.clone()),
             })?
         }
         _ => Vec::new(),
@@ -257,9 +258,14 @@ mod tests {
         message.header.offset = 9;
         message.user_headers = Some(Bytes::from_static(&[2, 200, 0, 0, 0, b'k']));
         match from_message(&topic, 3, message) {
-            Err(LogError::Corrupt { position, reason }) => {
+            Err(LogError::Corrupt {
+                position,
+                reason,
+                payload,
+            }) => {
                 assert_eq!(position, topic.position(3, 9));
                 assert!(reason.contains("cut short"), "{reason}");
+                assert_eq!(payload.as_deref(), Some(&b"p"[..]), "the payload is kept");
             }
             other => panic!("{other:?}"),
         }

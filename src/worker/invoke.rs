@@ -1,0 +1,84 @@
+//! Calling a handler (step 8 of runtime.md §4): retryable failures are
+//! tried again with backoff and jitter, and a handler that panics fails
+//! that one call, not the pool.
+//!
+//! A panic is caught where the handler's future is polled and becomes a
+//! non-retryable `internal` failure carrying the panic message: the record
+//! is dead-lettered and committed like any other final failure, instead of
+//! killing the partition task (which would read the record, and the ones
+//! before its commit, again and again).
+
+use std::panic::AssertUnwindSafe;
+
+use agdx_wire::ErrorCode;
+use futures_util::FutureExt;
+
+use crate::retry::RetryPolicy;
+
+use super::handler::{Handler, HandlerError, HandlerReply, Request};
+use super::heartbeat::Heartbeat;
+
+/// Runs `handler` on `request` until it succeeds, fails for good, or the
+/// retries of `retry` are used up; `request.attempt` counts the attempts.
+/// Each call runs inside `heartbeat` (progress beats, the hard limit) and
+/// is timed for the metrics of `agent`.
+pub(super) async fn run_with_retries(
+    handler: &dyn Handler,
+    request: &mut Request,
+    retry: &RetryPolicy,
+    heartbeat: &Heartbeat<'_>,
+    agent: &str,
+) -> Result<HandlerReply, HandlerError> {
+    loop {
+        let started = std::time::Instant::now();
+        let outcome = heartbeat.around(call(handler, request.clone())).await;
+        crate::metrics::handler_time(agent, request.operation(), started.elapsed());
+        match outcome {
+            Ok(reply) => return Ok(reply),
+            // A retry after chunks went out would start a second stream the
+            // reader has no use for; such a failure is final.
+            Err(error)
+                if error.retryable
+                    && retry.should_retry(request.attempt)
+                    && request.streamed().is_empty() =>
+            {
+                let delay = retry.delay_after(request.attempt, rand::random::<f64>());
+                tracing::info!(attempt = request.attempt, ?delay, %error, "retryable failure; trying again");
+                crate::metrics::retry(agent);
+                tokio::time::sleep(delay).await;
+                request.attempt += 1;
+            }
+            Err(error) => return Err(error),
+        }
+    }
+}
+
+/// One call of the handler; a panic in it is a non-retryable failure.
+async fn call(handler: &dyn Handler, request: Request) -> Result<HandlerReply, HandlerError> {
+    match AssertUnwindSafe(handler.handle(request))
+        .catch_unwind()
+        .await
+    {
+        Ok(result) => result,
+        Err(panic) => {
+            let message = panic_message(panic.as_ref());
+            tracing::error!(%message, "the handler panicked; dead-lettering the record");
+            Err(HandlerError {
+                code: ErrorCode::Internal,
+                message: format!("the handler panicked: {message}"),
+                retryable: false,
+            })
+        }
+    }
+}
+
+/// The text a panic was raised with.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    if let Some(text) = panic.downcast_ref::<&str>() {
+        (*text).to_owned()
+    } else if let Some(text) = panic.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "a panic without a message".to_owned()
+    }
+}

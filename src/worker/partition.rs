@@ -1,0 +1,224 @@
+//! One partition of a pool: read in order, handle each record, and flush
+//! (publish, then commit) in runs.
+//!
+//! A partition task polls from its group's committed offset, runs the steps
+//! of runtime.md §4 on each record and gathers what they leave to publish.
+//! Replies of consecutive fast records go out together; see [`super::flush`]
+//! for how a run is published and committed.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+use crate::idempotency::StoreError;
+use crate::log::{DEFAULT_POLL_WAIT, LogError, LogRecord};
+
+use super::WorkerConfig;
+use super::WorkerStats;
+use super::flush::{BatchError, Settled, Unflushed, flush};
+use super::process::{Disposition, Outcome, Processor};
+
+/// What the partition tasks of one pool share.
+pub(super) struct PartitionContext {
+    pub processor: Arc<Processor>,
+    pub group: String,
+    pub config: WorkerConfig,
+    pub permits: Arc<Semaphore>,
+    pub stats: Arc<WorkerStats>,
+}
+
+/// Reads one partition in order until cancelled.
+pub(super) async fn partition_loop(
+    ctx: Arc<PartitionContext>,
+    partition: u32,
+    cancel: CancellationToken,
+) {
+    let mut from = None;
+    let mut failures = 0u32;
+    loop {
+        match turn(&ctx, partition, &mut from, &cancel).await {
+            Ok(Turn::Again) => failures = 0,
+            Ok(Turn::Stop) => break,
+            Err(error) => {
+                failures += 1;
+                tracing::warn!(%error, partition, "retrying after a failure; nothing was committed");
+                if sleep_or_cancel(crate::retry::backoff(failures), &cancel).await {
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// Whether a partition loop goes on.
+enum Turn {
+    Again,
+    Stop,
+}
+
+/// Why a turn of a partition loop failed (it is tried again).
+#[derive(Debug, thiserror::Error)]
+enum TurnError {
+    #[error("reading the committed offset failed: {0}")]
+    Offset(LogError),
+    #[error("polling commands failed: {0}")]
+    Poll(LogError),
+    #[error("catching up with processed keys on the log failed: {0}")]
+    CatchUp(StoreError),
+    #[error("publishing replies or committing failed (the records will be handled again): {0}")]
+    Batch(BatchError),
+}
+
+/// One poll of the partition and the handling of what it returned. `from`
+/// is the next offset to read, known once the committed offset was read.
+async fn turn(
+    ctx: &PartitionContext,
+    partition: u32,
+    from: &mut Option<u64>,
+    cancel: &CancellationToken,
+) -> Result<Turn, TurnError> {
+    let processor = &ctx.processor;
+    let producer = &processor.producer;
+    let log = producer.log();
+    let commands = &producer.topology().commands;
+    let next = match *from {
+        Some(next) => next,
+        None => {
+            let committed = log
+                .committed_offset(commands, &ctx.group, partition)
+                .await
+                .map_err(TurnError::Offset)?;
+            *from.insert(committed.map_or(0, |c| c + 1))
+        }
+    };
+    let polled = tokio::select! {
+        _ = cancel.cancelled() => return Ok(Turn::Stop),
+        polled = log.poll(commands, partition, next, ctx.config.poll_batch, DEFAULT_POLL_WAIT) => polled,
+    };
+    let mut cursor = next;
+    let outcome = match polled {
+        Ok(records) if records.is_empty() => return Ok(Turn::Again),
+        Ok(records) => {
+            let Ok(_permit) = ctx.permits.clone().acquire_owned().await else {
+                return Ok(Turn::Stop);
+            };
+            if let Some(store) = processor
+                .store
+                .as_ref()
+                .filter(|_| records.iter().any(carries_key))
+            {
+                let responses = &producer.topology().responses;
+                store
+                    .catch_up(log, responses, &processor.agent)
+                    .await
+                    .map_err(TurnError::CatchUp)?;
+            }
+            handle_batch(ctx, partition, &records, &mut cursor, cancel).await
+        }
+        Err(LogError::Corrupt {
+            position,
+            reason,
+            payload,
+        }) => {
+            // An unreadable record never surfaces; set it aside as a dead
+            // letter (with its payload when only its headers were damaged)
+            // and step over it.
+            tracing::error!(%position, %reason, "a stored command cannot be read; dead-lettering it");
+            let payload = payload.unwrap_or_default();
+            let capsule = crate::dlq::dead_letter(
+                position,
+                agdx_wire::DeadLetterReason::DecodeFailed,
+                1,
+                reason,
+                payload.to_vec(),
+            );
+            let mut unflushed = Unflushed::default();
+            unflushed.push(Settled {
+                position,
+                payload,
+                outcome: Outcome {
+                    disposition: Disposition::DeadLettered,
+                    replies: Vec::new(),
+                    dead_letter: Some(capsule),
+                    reply_to: None,
+                },
+            });
+            flush(ctx, partition, unflushed, &mut cursor, cancel).await
+        }
+        Err(error) => return Err(TurnError::Poll(error)),
+    };
+    // Whatever was committed is behind us, even when a later flush failed.
+    *from = Some(cursor);
+    match outcome {
+        Ok(()) if cancel.is_cancelled() => Ok(Turn::Stop),
+        Ok(()) => Ok(Turn::Again),
+        Err(BatchError::Log(LogError::NotOwner { .. })) => {
+            tracing::info!(
+                partition,
+                "the partition moved to another member before the commit; its new owner handles the rest"
+            );
+            Ok(Turn::Stop)
+        }
+        Err(error) => Err(TurnError::Batch(error)),
+    }
+}
+
+/// Whether a record is a command with an idempotency key (undecodable ones
+/// are not; they are dead-lettered without looking at keys).
+fn carries_key(record: &LogRecord) -> bool {
+    crate::record::envelope_of(record).is_ok_and(|e| e.idempotency_key.is_some())
+}
+
+/// Sleeps, returning early (with `true`) when cancelled.
+pub(super) async fn sleep_or_cancel(duration: Duration, cancel: &CancellationToken) -> bool {
+    tokio::select! {
+        _ = cancel.cancelled() => true,
+        _ = tokio::time::sleep(duration) => false,
+    }
+}
+
+/// Handles `records` in order, publishing and committing in flushes, until
+/// `cancel` says to stop.
+async fn handle_batch(
+    ctx: &PartitionContext,
+    partition: u32,
+    records: &[LogRecord],
+    cursor: &mut u64,
+    cancel: &CancellationToken,
+) -> Result<(), BatchError> {
+    let mut unflushed = Unflushed::default();
+    for record in records {
+        // Stopping (or losing the partition) ends the batch after the record
+        // in hand; the rest stays uncommitted for whoever reads next.
+        if cancel.is_cancelled() {
+            break;
+        }
+        let outcome = match ctx.processor.process(record).await {
+            Ok(outcome) => outcome,
+            Err(error) => {
+                // Commit what was handled before this record, so it does not
+                // run again when this one is retried.
+                flush(ctx, partition, unflushed, cursor, cancel).await?;
+                return Err(error.into());
+            }
+        };
+        unflushed.push(Settled {
+            position: record.position,
+            payload: record.payload.clone(),
+            outcome,
+        });
+        if unflushed.is_due(ctx.config.flush_interval) {
+            flush(
+                ctx,
+                partition,
+                std::mem::take(&mut unflushed),
+                cursor,
+                cancel,
+            )
+            .await?;
+        }
+    }
+    flush(ctx, partition, unflushed, cursor, cancel).await
+}
