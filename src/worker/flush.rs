@@ -68,9 +68,16 @@ impl Unflushed {
         self.settled.push(settled);
     }
 
+    /// When the oldest record will have waited `interval`; `None` when
+    /// nothing waits.
+    pub fn due_at(&self, interval: std::time::Duration) -> Option<Instant> {
+        self.since.map(|since| since + interval)
+    }
+
     /// Whether the oldest record has waited `interval` or longer.
     pub fn is_due(&self, interval: std::time::Duration) -> bool {
-        self.since.is_some_and(|since| since.elapsed() >= interval)
+        self.due_at(interval)
+            .is_some_and(|due| due <= Instant::now())
     }
 }
 

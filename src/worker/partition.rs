@@ -3,8 +3,11 @@
 //!
 //! A partition task polls from its group's committed offset, runs the steps
 //! of runtime.md §4 on each record and gathers what they leave to publish.
-//! Replies of consecutive fast records go out together; see [`super::flush`]
-//! for how a run is published and committed.
+//! Replies of consecutive fast records go out together, but never wait for
+//! a slow handler: once the oldest of them has waited the flush interval
+//! while a handler runs, they are published and committed alongside it, so
+//! each reply goes out about as soon as its own handler finished, in order.
+//! See [`super::flush`] for how a run is published and committed.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,7 +21,7 @@ use crate::log::{DEFAULT_POLL_WAIT, LogError, LogRecord};
 use super::WorkerConfig;
 use super::WorkerStats;
 use super::flush::{BatchError, Settled, Unflushed, flush};
-use super::process::{Disposition, Outcome, Processor};
+use super::process::{Disposition, Outcome, ProcessError, Processor};
 
 /// What the partition tasks of one pool share.
 pub(super) struct PartitionContext {
@@ -195,7 +198,9 @@ async fn handle_batch(
         if cancel.is_cancelled() {
             break;
         }
-        let outcome = match ctx.processor.process(record).await {
+        let processed =
+            process_flushing_meanwhile(ctx, partition, record, &mut unflushed, cursor, cancel);
+        let outcome = match processed.await? {
             Ok(outcome) => outcome,
             Err(error) => {
                 // Commit what was handled before this record, so it does not
@@ -221,4 +226,31 @@ async fn handle_batch(
         }
     }
     flush(ctx, partition, unflushed, cursor, cancel).await
+}
+
+/// Runs the steps for `record`. When replies of earlier records are waiting
+/// and the handler is still busy at their flush deadline, they are
+/// published (and committed) while it goes on: a fast reply is not held
+/// behind a slow handler. The outer error is that flush's.
+async fn process_flushing_meanwhile(
+    ctx: &PartitionContext,
+    partition: u32,
+    record: &LogRecord,
+    unflushed: &mut Unflushed,
+    cursor: &mut u64,
+    cancel: &CancellationToken,
+) -> Result<Result<Outcome, ProcessError>, BatchError> {
+    let process = ctx.processor.process(record);
+    tokio::pin!(process);
+    let Some(due) = unflushed.due_at(ctx.config.flush_interval) else {
+        return Ok(process.await);
+    };
+    tokio::select! {
+        outcome = &mut process => return Ok(outcome),
+        _ = tokio::time::sleep_until(due) => {}
+    }
+    let waiting = std::mem::take(unflushed);
+    let (flushed, outcome) = tokio::join!(flush(ctx, partition, waiting, cursor, cancel), process);
+    flushed?;
+    Ok(outcome)
 }
