@@ -32,7 +32,9 @@ use agdx_wire::{
 use tracing::Instrument;
 
 use crate::claim_check::{ClaimCheck, ClaimCheckError};
-use crate::ids::{new_channel_id, new_conversation_id, new_correlation_id, new_record_id};
+use crate::ids::{
+    conversation_for_key, new_channel_id, new_conversation_id, new_correlation_id, new_record_id,
+};
 use crate::log::{LogError, OutgoingRecord, SharedLog, TopicInfo, partition_for_key};
 use crate::topology::Topology;
 
@@ -109,7 +111,11 @@ pub struct CommandRequest {
     pub body: Vec<u8>,
     /// The body's codec (`raw` unless set).
     pub content_type: ContentType,
-    /// Continue this conversation; a new one is started when absent.
+    /// Continue this conversation. When absent, a command with an
+    /// idempotency key goes to the conversation derived from its target,
+    /// source and key ([`conversation_for_key`](crate::conversation_for_key)),
+    /// so every retry of the key is handled in one partition, in order; any
+    /// other command starts a new conversation.
     pub conversation: Option<ConversationId>,
     /// Pair replies with this id; a fresh one is minted when absent.
     pub correlation: Option<CorrelationId>,
@@ -323,8 +329,9 @@ impl Producer {
         partition_for_key(conversation.to_string().as_bytes(), topic.partitions)
     }
 
-    /// Sends a command to `agent.commands`. A conversation and a correlation
-    /// are minted when the request has none.
+    /// Sends a command to `agent.commands`. A correlation is minted when the
+    /// request has none, and a conversation too (derived from the key for a
+    /// keyed command; see [`CommandRequest::conversation`]).
     pub async fn command(&self, request: CommandRequest) -> Result<Sent, ProduceError> {
         let (outgoing, _) = self.build_command(request);
         self.publish_one(&self.inner.topology.commands, outgoing)
@@ -342,7 +349,12 @@ impl Producer {
 
     /// Builds (without sending) the command envelope of `request`.
     pub(crate) fn build_command(&self, request: CommandRequest) -> (Outgoing, CorrelationId) {
-        let conversation = request.conversation.unwrap_or_else(new_conversation_id);
+        let source = &self.inner.source;
+        let conversation = match (request.conversation, &request.idempotency_key) {
+            (Some(conversation), _) => conversation,
+            (None, Some(key)) => conversation_for_key(request.target.as_ref(), source, key),
+            (None, None) => new_conversation_id(),
+        };
         let correlation = request.correlation.unwrap_or_else(new_correlation_id);
         let mut envelope = AgentEnvelope::command(
             new_record_id(),

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use agdx::wire::IdempotencyKey;
 use agdx::worker::{HandlerReply, Worker, handler_fn};
-use agdx::{Answer, CommandRequest};
+use agdx::{Answer, Clock, CommandRequest};
 use support::fabric::{ANSWER, Fabric, Running, agent_id, on_every_fabric, quick_config};
 
 /// A worker for agent `ledger` that counts its handler runs and answers
@@ -125,6 +125,66 @@ async fn a_keyed_event_has_its_effect_once() {
             "the second event with the key had no effect"
         );
         assert_eq!(stats.deduplicated.load(Ordering::SeqCst), 1);
+        worker.stop().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_recorded_but_not_yet_answered_when_its_worker_died_does_not_run_again() {
+    on_every_fabric("idempotent-crash-window", |fabric| async move {
+        let requester = fabric.requester("shop");
+        let mut watch = requester
+            .send(
+                CommandRequest::new("post", b"42 EUR".to_vec())
+                    .to(agent_id("ledger"))
+                    .idempotency_key(IdempotencyKey::new("pay-9").expect("a valid key")),
+            )
+            .await
+            .expect("send");
+        let command = fabric.command_at(watch.sent().partition, 0).await;
+        // What a worker killed between recording the key and publishing the
+        // reply leaves: the key and its reply in the store, nothing on the
+        // reply topic.
+        {
+            let topology = &fabric.topology;
+            let store = agdx::ProcessedKeys::open(
+                &fabric.dir.path().join("state"),
+                fabric.log.clone(),
+                topology.commands.clone(),
+                topology.responses.clone(),
+                agdx::KeyRetention::default(),
+            )
+            .expect("open the store");
+            let envelope = agdx::envelope_of(&command).expect("the command");
+            let to =
+                agdx::ReplyTo::for_command(&envelope, Some(command.position)).expect("a command");
+            let reply = fabric.producer("ledger").response_envelope(
+                &to,
+                b"42 EUR".to_vec(),
+                agdx::wire::ContentType::Raw,
+            );
+            let scope = agdx::KeyScope {
+                agent: agent_id("ledger"),
+                source: agent_id("shop"),
+                key: IdempotencyKey::new("pay-9").expect("a valid key"),
+            };
+            store
+                .put(scope, vec![reply], &command, agdx::SystemClock.now_micros())
+                .await
+                .expect("record the key");
+        }
+        let runs = Arc::new(AtomicU32::new(0));
+        let worker = Running::start(ledger(&fabric, "state", runs.clone()));
+        match watch.next(ANSWER).await.expect("a reply") {
+            agdx::ReplyEvent::Response(reply) => assert_eq!(reply.body, b"42 EUR"),
+            other => panic!("expected the stored response, got {other:?}"),
+        }
+        assert_eq!(
+            runs.load(Ordering::SeqCst),
+            0,
+            "the handler did not run again"
+        );
         worker.stop().await;
     })
     .await;

@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 use agdx::wire::AgentId;
 use agdx::worker::{EchoHandler, ExecHandler, Handler, Worker, WorkerConfig};
-use agdx::{Producer, RetryPolicy};
+use agdx::{KeyRetention, Producer, RetryPolicy};
 
 use super::context::{Failure, Global, parse_agent, parse_duration};
 
@@ -60,6 +60,15 @@ pub struct WorkerArgs {
     /// (default: PATH/state for embedded:PATH, ./.agdx-state otherwise).
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
+
+    /// How long a processed idempotency key is remembered (after the log
+    /// took its command); a key sent again later runs again.
+    #[arg(long, value_name = "DURATION", default_value = "7days", value_parser = parse_duration)]
+    pub key_retention: Duration,
+
+    /// Most processed idempotency keys remembered for this agent; the oldest go first.
+    #[arg(long, value_name = "N", default_value_t = 100_000)]
+    pub max_keys: u64,
 
     /// Where claim-checked bodies are kept (default: PATH/blobs for embedded:PATH, ./.agdx-blobs otherwise).
     #[arg(long, value_name = "DIR")]
@@ -127,6 +136,10 @@ pub async fn run(global: &Global, args: WorkerArgs) -> Result<(), Failure> {
         handler_limit: args.handler_limit,
         card_ttl: args.card_ttl,
         agent_version: args.agent_version.clone(),
+        key_retention: KeyRetention {
+            max_age: args.key_retention,
+            max_keys: args.max_keys,
+        },
         ..WorkerConfig::default()
     };
     let mut worker = Worker::new(producer, config);

@@ -39,7 +39,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::claim_check::ClaimCheck;
 use crate::clock::{SharedClock, system_clock};
-use crate::idempotency::{ProcessedKeys, StoreError};
+use crate::idempotency::{KeyRetention, ProcessedKeys, StoreError};
 use crate::log::LogError;
 use crate::retry::RetryPolicy;
 
@@ -78,6 +78,8 @@ pub struct WorkerConfig {
     pub understood_features: u64,
     /// Directory of the processed-key store; `None` disables idempotency.
     pub state_dir: Option<PathBuf>,
+    /// How long and how many processed idempotency keys are kept.
+    pub key_retention: KeyRetention,
     /// How often group membership is checked for moved partitions.
     pub rebalance_every: Duration,
     /// While a handler runs longer than this, a `status` `progress` record
@@ -103,6 +105,7 @@ impl Default for WorkerConfig {
             flush_interval: Duration::from_millis(5),
             understood_features: 0,
             state_dir: None,
+            key_retention: KeyRetention::default(),
             rebalance_every: Duration::from_millis(250),
             progress_interval: heartbeat::DEFAULT_PROGRESS_INTERVAL,
             handler_limit: None,
@@ -226,8 +229,15 @@ impl Worker {
             .group
             .clone()
             .unwrap_or_else(|| agent.to_string());
+        let log = self.producer.log().clone();
         let store = match &self.config.state_dir {
-            Some(dir) => Some(ProcessedKeys::open(dir)?),
+            Some(dir) => Some(ProcessedKeys::open(
+                dir,
+                log.clone(),
+                self.producer.topology().commands.clone(),
+                self.producer.topology().responses.clone(),
+                self.config.key_retention,
+            )?),
             None => None,
         };
         let card = crate::cards::worker_card(
@@ -249,7 +259,6 @@ impl Worker {
             progress_interval: self.config.progress_interval,
             handler_limit: self.config.handler_limit,
         });
-        let log = self.producer.log().clone();
         let commands = self.producer.topology().commands.clone();
         let member = log.join_group(&commands, &group).await?;
         tracing::info!(agent = %agent, group = %group, member = %member.member_id(), log = %log.describe(), "worker joined its group");

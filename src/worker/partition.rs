@@ -9,6 +9,7 @@
 //! each reply goes out about as soon as its own handler finished, in order.
 //! See [`super::flush`] for how a run is published and committed.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,7 +17,8 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use crate::idempotency::StoreError;
-use crate::log::{DEFAULT_POLL_WAIT, LogError, LogRecord};
+use crate::log::{DEFAULT_POLL_WAIT, LogError, LogRecord, TopicInfo};
+use crate::producer::Producer;
 
 use super::WorkerConfig;
 use super::WorkerStats;
@@ -107,16 +109,14 @@ async fn turn(
             let Ok(_permit) = ctx.permits.clone().acquire_owned().await else {
                 return Ok(Turn::Stop);
             };
-            if let Some(store) = processor
-                .store
-                .as_ref()
-                .filter(|_| records.iter().any(carries_key))
-            {
-                let responses = &producer.topology().responses;
-                store
-                    .catch_up(log, responses, &processor.agent)
-                    .await
-                    .map_err(TurnError::CatchUp)?;
+            if let Some(store) = &processor.store {
+                let now = processor.clock.now_micros();
+                for replies in keyed_reply_partitions(&records, &producer.topology().responses) {
+                    store
+                        .catch_up(replies, &processor.agent, now)
+                        .await
+                        .map_err(TurnError::CatchUp)?;
+                }
             }
             handle_batch(ctx, partition, &records, &mut cursor, cancel).await
         }
@@ -168,10 +168,17 @@ async fn turn(
     }
 }
 
-/// Whether a record is a command with an idempotency key (undecodable ones
-/// are not; they are dead-lettered without looking at keys).
-fn carries_key(record: &LogRecord) -> bool {
-    crate::record::envelope_of(record).is_ok_and(|e| e.idempotency_key.is_some())
+/// The partitions of `responses` where the replies to the keyed records
+/// among `records` go (their conversations' partitions): those a catch-up
+/// must read before the records are handled. Undecodable records have no
+/// key; they are dead-lettered without looking at keys.
+fn keyed_reply_partitions(records: &[LogRecord], responses: &TopicInfo) -> BTreeSet<u32> {
+    records
+        .iter()
+        .filter_map(|record| crate::record::envelope_of(record).ok())
+        .filter(|envelope| envelope.idempotency_key.is_some())
+        .map(|envelope| Producer::partition_of(responses, envelope.conversation))
+        .collect()
 }
 
 /// Sleeps, returning early (with `true`) when cancelled.

@@ -213,9 +213,16 @@ impl Processor {
             source: envelope.source.clone(),
             key: key.clone(),
         });
+        // The claim is held until the key's outcome is recorded (the end of
+        // this function): a second arrival of the key in another partition
+        // waits for it, then finds the stored replies.
+        let _claim = match (&scope, &self.store) {
+            (Some(scope), Some(store)) => Some(store.claim(scope).await),
+            _ => None,
+        };
         match (&scope, &self.store) {
             (Some(scope), Some(store)) => {
-                if let Some(replies) = store.get(scope).await? {
+                if let Some(replies) = store.get(scope, self.clock.now_micros()).await? {
                     tracing::debug!(key = %scope.key, "idempotency key already processed; publishing the stored reply again");
                     return Ok(Outcome {
                         disposition: Disposition::Deduplicated,
@@ -381,7 +388,9 @@ impl Processor {
                         .into_iter()
                         .chain(replies.iter().cloned())
                         .collect();
-                    store.put_all(vec![(scope, stored)]).await?;
+                    store
+                        .put(scope, stored, record, self.clock.now_micros())
+                        .await?;
                 }
                 Ok(Outcome {
                     disposition: Disposition::Handled,
