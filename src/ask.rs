@@ -639,6 +639,7 @@ impl ReplyWatch {
         let now = self.clock.now_micros();
         match (envelope.kind, envelope.channel) {
             (Kind::Chunk, Some(channel)) | (Kind::Error, Some(channel)) => {
+                let envelope = self.with_body_resolved(envelope, &record).await?;
                 let restarted = envelope.kind == Kind::Chunk && envelope.sequence == Some(0);
                 let stream = match &mut self.stream {
                     Some(stream) if stream.channel() == channel => stream,
@@ -665,6 +666,7 @@ impl ReplyWatch {
             }
             (Kind::Error, None) => {
                 self.ended = true;
+                let envelope = self.with_body_resolved(envelope, &record).await?;
                 self.pending.push(ReplyEvent::Error(error_of(&envelope)));
             }
             (Kind::Status, _) => {
@@ -674,6 +676,23 @@ impl ReplyWatch {
             _ => {}
         }
         Ok(())
+    }
+
+    /// `envelope` with a claim-checked body (content type `ref`) fetched
+    /// and verified in place: chunks and error bodies are read by the
+    /// stream assembler and as an ErrorBody, which need the bytes
+    /// themselves, not the BodyRef.
+    async fn with_body_resolved(
+        &self,
+        mut envelope: AgentEnvelope,
+        record: &crate::log::LogRecord,
+    ) -> Result<AgentEnvelope, AskError> {
+        let content_type = content_type_of(record);
+        if content_type == ContentType::Ref {
+            (envelope.body, _) =
+                resolve_body(self.producer.claim_check(), content_type, &envelope.body).await?;
+        }
+        Ok(envelope)
     }
 
     async fn resolve(

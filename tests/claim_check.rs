@@ -9,7 +9,8 @@ use std::sync::Arc;
 use agdx::wire::{BodyRef, ContentType, DeadLetterReason, ErrorCode};
 use agdx::worker::{EchoHandler, Worker};
 use agdx::{
-    Answer, ClaimCheck, CommandRequest, DirBlobStore, Requester, content_type_of, envelope_of,
+    Answer, AskError, ClaimCheck, CommandRequest, DirBlobStore, Requester, content_type_of,
+    envelope_of,
 };
 use support::eventually;
 use support::fabric::{ANSWER, Fabric, Running, agent_id, on_every_fabric, quick_config};
@@ -110,4 +111,98 @@ async fn a_tampered_blob_is_rejected_with_a_message_naming_the_mismatch() {
         worker.stop().await;
     })
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_checked_chunk_reaches_the_reader_as_its_bytes() {
+    on_every_fabric("claim-check-chunk", |fabric| async move {
+        let (check, _) = claim_check(&fabric);
+        let big = big_body(3);
+        let chunked = {
+            let big = big.clone();
+            agdx::worker::handler_fn(move |request| {
+                let big = big.clone();
+                async move {
+                    let mut stream = request
+                        .stream(agdx::wire::StreamPurpose::Chat, None)
+                        .expect("a command can be answered");
+                    stream.send(b"small first, ".to_vec()).await.map_err(fail)?;
+                    stream.send(big).await.map_err(fail)?;
+                    stream
+                        .finish(Vec::new(), Some("stop"), None)
+                        .await
+                        .map_err(fail)?;
+                    Ok(agdx::worker::HandlerReply::Streamed)
+                }
+            })
+        };
+        let worker = Running::start(
+            Worker::new(
+                fabric.producer("writer").with_claim_check(check.clone()),
+                quick_config(fabric.dir.path().join("state")),
+            )
+            .handle("write", chunked),
+        );
+        let requester = Requester::new(fabric.producer("asker").with_claim_check(check));
+        let request = CommandRequest::new("write", b"go".to_vec()).to(agent_id("writer"));
+        match requester.ask(request, ANSWER).await.expect("ask") {
+            Answer::Streamed { body, .. } => {
+                let mut expected = b"small first, ".to_vec();
+                expected.extend_from_slice(&big);
+                assert_eq!(
+                    body, expected,
+                    "the chunk over the threshold arrives as its bytes"
+                );
+            }
+            other => panic!("expected a stream, got {other:?}"),
+        }
+        let refs = fabric
+            .records(&fabric.topology.responses)
+            .await
+            .iter()
+            .filter(|r| content_type_of(r) == ContentType::Ref)
+            .count();
+        assert_eq!(refs, 1, "the big chunk went to the blob store");
+        worker.stop().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_checked_error_reaches_the_reader_as_its_error_body() {
+    on_every_fabric("claim-check-error", |fabric| async move {
+        let (check, _) = claim_check(&fabric);
+        // An error body over the threshold (well under the 4 KiB a worker
+        // keeps of a message).
+        let message = "the ledger refused: ".to_owned() + &"x".repeat(2 * THRESHOLD);
+        let refuse = {
+            let message = message.clone();
+            agdx::worker::handler_fn(move |_| {
+                let message = message.clone();
+                async move { Err(agdx::worker::HandlerError::fatal(message)) }
+            })
+        };
+        let worker = Running::start(
+            Worker::new(
+                fabric.producer("ledger").with_claim_check(check.clone()),
+                quick_config(fabric.dir.path().join("state")),
+            )
+            .handle("post", refuse),
+        );
+        let requester = Requester::new(fabric.producer("asker").with_claim_check(check));
+        let request = CommandRequest::new("post", b"100 EUR".to_vec()).to(agent_id("ledger"));
+        match requester.ask(request, ANSWER).await {
+            Err(AskError::Remote(error)) => {
+                assert_eq!(error.code, ErrorCode::InvalidRequest);
+                assert_eq!(error.message.as_deref(), Some(message.as_str()));
+            }
+            other => panic!("expected the error reply, got {other:?}"),
+        }
+        worker.stop().await;
+    })
+    .await;
+}
+
+fn fail(error: agdx::ProduceError) -> agdx::worker::HandlerError {
+    agdx::worker::HandlerError::retryable(error.to_string())
 }
