@@ -90,3 +90,34 @@ async fn stopping_finishes_the_record_in_hand_commits_it_and_leaves_the_rest() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_a_running_worker_aborts_its_partition_tasks() {
+    on_every_fabric("shutdown-drop", |fabric| async move {
+        // The handler holds a token: while any partition task lives, so
+        // does the handler, and the token has more than one owner.
+        let token = Arc::new(());
+        let held = token.clone();
+        let echo = handler_fn(move |request| {
+            let _held = &held;
+            async move { Ok(HandlerReply::raw(request.body)) }
+        });
+        let run = tokio::spawn(
+            fabric
+                .worker("dropped")
+                .handle("work", echo)
+                .run(tokio_util::sync::CancellationToken::new()),
+        );
+        let request = CommandRequest::new("work", b"hello".to_vec()).to(agent_id("dropped"));
+        let answer = fabric.requester("asker").ask(request, ANSWER).await;
+        assert!(answer.is_ok(), "the worker runs: {answer:?}");
+        assert!(Arc::strong_count(&token) > 1);
+        // Dropping the `run` future, as a select! or a timeout would.
+        run.abort();
+        support::eventually("the partition tasks to end", || async {
+            (Arc::strong_count(&token) == 1).then_some(())
+        })
+        .await;
+    })
+    .await;
+}

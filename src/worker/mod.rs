@@ -27,15 +27,14 @@
 //! # Ok(()) }
 //! ```
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::sync::Semaphore;
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::AbortOnDropHandle;
 
 use crate::claim_check::ClaimCheck;
 use crate::clock::{SharedClock, system_clock};
@@ -50,6 +49,7 @@ mod heartbeat;
 mod invoke;
 mod partition;
 mod process;
+mod tasks;
 
 pub use exec::{EXIT_RETRYABLE, ExecHandler};
 pub use handler::{
@@ -58,6 +58,7 @@ pub use handler::{
 pub use heartbeat::DEFAULT_PROGRESS_INTERVAL;
 use partition::{PartitionContext, partition_loop};
 use process::{Disposition, Handlers, Processor};
+use tasks::PartitionTasks;
 
 /// How a worker pool behaves.
 #[derive(Debug, Clone)]
@@ -221,7 +222,10 @@ impl Worker {
     }
 
     /// Runs until `shutdown` is cancelled, then stops polling, finishes and
-    /// commits the records in hand, and leaves the group.
+    /// commits the records in hand, and leaves the group. Dropping the
+    /// future instead stops everything at once: the partition tasks and the
+    /// card publisher are aborted, and what was not committed is read again
+    /// by the next owner.
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), WorkerError> {
         let agent = self.producer.source().clone();
         let group = self
@@ -263,12 +267,13 @@ impl Worker {
         let member = log.join_group(&commands, &group).await?;
         tracing::info!(agent = %agent, group = %group, member = %member.member_id(), log = %log.describe(), "worker joined its group");
         let card_stop = CancellationToken::new();
-        let cards = tokio::spawn(crate::cards::keep_card_fresh(
+        // Aborted with the pool should this future be dropped.
+        let cards = AbortOnDropHandle::new(tokio::spawn(crate::cards::keep_card_fresh(
             self.producer.clone(),
             card,
             member.member_id(),
             card_stop.clone(),
-        ));
+        )));
         let ctx = Arc::new(PartitionContext {
             processor,
             group,
@@ -276,7 +281,7 @@ impl Worker {
             permits: Arc::new(Semaphore::new(self.config.concurrency.max(1))),
             stats: self.stats.clone(),
         });
-        let mut running: HashMap<u32, (CancellationToken, JoinHandle<()>)> = HashMap::new();
+        let mut tasks = PartitionTasks::default();
         let mut tick = tokio::time::interval(self.config.rebalance_every);
         let mut lag_every = tokio::time::interval(COMMIT_LAG_EVERY);
         loop {
@@ -284,51 +289,27 @@ impl Worker {
                 _ = shutdown.cancelled() => break,
                 _ = tick.tick() => {}
                 _ = lag_every.tick() => {
-                    let partitions: Vec<u32> = running.keys().copied().collect();
+                    let partitions = tasks.partitions();
                     tokio::spawn(measure_commit_lag(ctx.clone(), partitions));
                     continue;
                 }
             }
-            let assigned = match member.assigned().await {
-                Ok(assigned) => assigned,
+            match member.assigned().await {
+                Ok(assigned) => tasks.follow(&assigned, |partition| {
+                    let cancel = shutdown.child_token();
+                    let task = tokio::spawn(partition_loop(ctx.clone(), partition, cancel.clone()));
+                    (cancel, task)
+                }),
                 Err(error) => {
                     tracing::warn!(%error, "could not read the group assignment; keeping the current partitions");
-                    continue;
                 }
-            };
-            for (partition, (cancel, _)) in &running {
-                if !assigned.contains(partition) {
-                    tracing::info!(partition, "partition moved to another member");
-                    cancel.cancel();
-                }
-            }
-            for (partition, (_, task)) in running.iter_mut().filter(|(_, (_, t))| t.is_finished()) {
-                if let Some(Err(error)) = futures_util::FutureExt::now_or_never(task) {
-                    tracing::error!(partition, %error, "a partition task failed; starting it again");
-                }
-            }
-            running.retain(|_, (_, task)| !task.is_finished());
-            for partition in assigned {
-                if running.contains_key(&partition) {
-                    continue;
-                }
-                tracing::info!(partition, "partition assigned");
-                let cancel = shutdown.child_token();
-                let task = tokio::spawn(partition_loop(ctx.clone(), partition, cancel.clone()));
-                running.insert(partition, (cancel, task));
             }
             // A moved partition's task ends after the record in hand, its
             // replies and its commit; a log that waits for that (Kafka) lets
             // the partition go once a report no longer names it.
-            let in_hand: Vec<u32> = running.keys().copied().collect();
-            member.working_on(&in_hand).await;
+            member.working_on(&tasks.partitions()).await;
         }
-        for (_, (cancel, task)) in running {
-            cancel.cancel();
-            if let Err(error) = task.await {
-                tracing::error!(%error, "a partition task failed");
-            }
-        }
+        tasks.stop().await;
         card_stop.cancel();
         if let Err(error) = cards.await {
             tracing::error!(%error, "the card publisher failed");
