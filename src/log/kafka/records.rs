@@ -197,7 +197,8 @@ fn raw_headers<'a>(message: &'a BorrowedMessage<'a>) -> Vec<(&'a [u8], Option<&'
 }
 
 /// The record a fetched message holds. Malformed headers (any Kafka client
-/// can write them) make it [`LogError::Corrupt`], which a consumer steps over.
+/// can write them) make it [`LogError::Corrupt`] carrying the intact payload,
+/// so a worker dead-letters the bytes instead of dropping them.
 pub(crate) fn from_message(
     topic: &TopicInfo,
     partition: u32,
@@ -208,6 +209,9 @@ pub(crate) fn from_message(
     let headers = typed_headers(raw_headers(message)).map_err(|why| LogError::Corrupt {
         position,
         reason: format!("malformed Kafka headers: {why}"),
+        payload: Some(Bytes::copy_from_slice(
+            message.payload().unwrap_or_default(),
+        )),
     })?;
     let millis = match message.timestamp() {
         Timestamp::CreateTime(ms) | Timestamp::LogAppendTime(ms) => ms,
