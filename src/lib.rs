@@ -17,6 +17,8 @@
 //! - [`cards`]: live agent cards on `agent.registry`: who is running.
 //! - [`replay`]: the log read back: conversation timelines, the causal
 //!   graph, folds with snapshots, dead-letter tools.
+//! - [`bridge`]: edge bridges that let agents speaking another protocol
+//!   (AX IPC) work with agents on the log.
 //!
 //! Time enters through a [`Clock`], so deadline logic is testable without
 //! sleeping ([`ManualClock`]).
@@ -26,6 +28,7 @@
 mod ask;
 pub mod bench;
 mod blob;
+pub mod bridge;
 pub mod cards;
 mod claim_check;
 mod clock;

@@ -145,3 +145,21 @@ pub fn parse_since(text: &str) -> Result<u64, String> {
     let ago = u64::try_from(ago.as_micros()).unwrap_or(u64::MAX);
     Ok(agdx::SystemClock.now_micros().saturating_sub(ago))
 }
+
+/// Cancels `shutdown` on SIGINT or SIGTERM, saying `what` happens next.
+pub async fn stop_on_signal(shutdown: tokio_util::sync::CancellationToken, what: &'static str) {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = terminate => {}
+    }
+    eprintln!("{what}");
+    shutdown.cancel();
+}

@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 mod agents;
 mod ask;
 mod bench;
+mod bridge;
 mod context;
 mod demo;
 mod dlq;
@@ -68,6 +69,9 @@ pub enum Command {
     /// Measure the log, round trips and worker throughput.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// Bridge agents that speak another protocol to agents on the log.
+    #[command(subcommand)]
+    Bridge(bridge::BridgeCommand),
     /// Print annotated example sessions to copy.
     Examples,
     /// Check, decode and encode AGDX wire payloads (envelopes and capsules).
@@ -105,6 +109,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Dlq(command) => block_on(dlq::run(&global, command)),
         Command::Init(args) => block_on(init::run(&global, args)),
         Command::Bench(command) => block_on(bench::run(&global, command)),
+        Command::Bridge(command) => block_on(bridge::run(&global, command)),
         Command::Examples => {
             examples::run();
             ExitCode::SUCCESS

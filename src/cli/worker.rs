@@ -11,7 +11,7 @@ use agdx::wire::AgentId;
 use agdx::worker::{EchoHandler, ExecHandler, Handler, Worker, WorkerConfig};
 use agdx::{KeyRetention, Producer, RetryPolicy};
 
-use super::context::{Failure, Global, parse_agent, parse_duration};
+use super::context::{Failure, Global, parse_agent, parse_duration, stop_on_signal};
 
 /// Runs a worker for an agent: takes its commands from the log, answers
 /// them, and commits each only after the reply is on the log.
@@ -34,7 +34,7 @@ pub struct WorkerArgs {
     pub concurrency: usize,
 
     /// Run CMD with `sh -c` per command: body on stdin; AGDX_OPERATION, AGDX_CONVERSATION,
-    /// AGDX_CORRELATION, AGDX_RECORD, AGDX_SOURCE, AGDX_ATTEMPT, AGDX_IDEMPOTENCY_KEY in the environment.
+    /// AGDX_CORRELATION, AGDX_RECORD, AGDX_SOURCE, AGDX_ATTEMPT, AGDX_IDEMPOTENCY_KEY, AGDX_BRIDGE_HOPS in the environment.
     /// Exit 0 answers with stdout; exit 75 is retried; any other exit is an error reply with stderr.
     #[arg(long, value_name = "CMD")]
     pub exec: Option<String>,
@@ -156,7 +156,10 @@ pub async fn run(global: &Global, args: WorkerArgs) -> Result<(), Failure> {
     }
     let stats = worker.stats();
     let shutdown = CancellationToken::new();
-    tokio::spawn(stop_on_signal(shutdown.clone()));
+    tokio::spawn(stop_on_signal(
+        shutdown.clone(),
+        "agdx worker: stopping: finishing the records in hand, committing, leaving the group",
+    ));
     eprintln!(
         "agdx worker: agent '{}' (group '{}') handling {} on {describe}, stream '{}'; Ctrl-C stops it gracefully",
         args.agent,
@@ -178,24 +181,4 @@ pub async fn run(global: &Global, args: WorkerArgs) -> Result<(), Failure> {
         stats.skipped.load(Ordering::Relaxed),
     );
     Ok(())
-}
-
-/// Cancels `shutdown` on SIGINT or SIGTERM.
-async fn stop_on_signal(shutdown: CancellationToken) {
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = terminate => {}
-    }
-    eprintln!(
-        "agdx worker: stopping: finishing the records in hand, committing, leaving the group"
-    );
-    shutdown.cancel();
 }

@@ -17,7 +17,9 @@ pub const EXIT_RETRYABLE: i32 = 75;
 /// The body goes to the command's stdin; the environment carries
 /// `AGDX_OPERATION`, `AGDX_CONVERSATION`, `AGDX_CORRELATION`, `AGDX_RECORD`,
 /// `AGDX_SOURCE`, `AGDX_ATTEMPT` (1 for the first try) and, when present,
-/// `AGDX_IDEMPOTENCY_KEY`. Exit 0 answers
+/// `AGDX_IDEMPOTENCY_KEY` and `AGDX_BRIDGE_HOPS` (the bridges the command
+/// came through, a JSON array to pass on to a bridge the command calls back
+/// into, as ax-ipc's `_bridgeHops`). Exit 0 answers
 /// with stdout as the response body; exit 75 is a retryable failure; any
 /// other exit is a failure that is not retried, with stderr as the message.
 #[derive(Debug, Clone)]
@@ -58,9 +60,17 @@ impl Handler for ExecHandler {
             )
             .env("AGDX_SOURCE", e.source.as_str())
             .env("AGDX_ATTEMPT", request.attempt.to_string())
-            .env_remove("AGDX_IDEMPOTENCY_KEY");
+            .env_remove("AGDX_IDEMPOTENCY_KEY")
+            .env_remove("AGDX_BRIDGE_HOPS");
         if let Some(key) = &e.idempotency_key {
             command.env("AGDX_IDEMPOTENCY_KEY", key.as_str());
+        }
+        let hops = crate::bridge::bridge_hops(e.metadata.as_ref());
+        if !hops.is_empty() {
+            command.env(
+                "AGDX_BRIDGE_HOPS",
+                serde_json::Value::from(hops).to_string(),
+            );
         }
         let mut child = command.spawn().map_err(|err| {
             HandlerError::retryable(format!("could not start `sh -c {}`: {err}", self.command))

@@ -1,0 +1,22 @@
+//! `agdx bridge`: edge bridges to agents that speak another protocol.
+
+use clap::Subcommand;
+
+use super::context::{Failure, Global};
+
+mod ax_ipc;
+
+/// The bridges.
+#[derive(Debug, Subcommand)]
+pub enum BridgeCommand {
+    /// Play the AX host: AX agents' IPC calls (Unix socket or HTTP) become
+    /// commands to agents on the log, and their replies the answers.
+    #[command(name = "ax-ipc")]
+    AxIpc(ax_ipc::AxIpcArgs),
+}
+
+pub async fn run(global: &Global, command: BridgeCommand) -> Result<(), Failure> {
+    match command {
+        BridgeCommand::AxIpc(args) => ax_ipc::run(global, args).await,
+    }
+}
