@@ -14,6 +14,7 @@
 )]
 
 pub mod agents;
+pub mod ax_ipc;
 pub mod embedded;
 pub mod fabric;
 pub mod iggy;
