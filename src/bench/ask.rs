@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use agdx_wire::AgentId;
 use tokio_util::sync::CancellationToken;
 
-use super::BenchError;
+use super::{BenchError, ms};
 use crate::ask::Requester;
 use crate::log::SharedLog;
 use crate::producer::{CommandRequest, Producer};
@@ -61,9 +61,7 @@ pub struct AskBenchReport {
 impl AskBenchReport {
     /// The latency below which `fraction` of the round trips fell.
     pub fn percentile(&self, fraction: f64) -> Duration {
-        let last = self.latencies.len().saturating_sub(1);
-        let index = ((last as f64) * fraction.clamp(0.0, 1.0)).round() as usize;
-        self.latencies.get(index).copied().unwrap_or_default()
+        super::percentile(&self.latencies, fraction)
     }
 
     /// Completed asks per second.
@@ -97,9 +95,6 @@ impl fmt::Display for AskBenchReport {
     }
 }
 
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
 
 /// Runs the ask bench in a new stream of `log`.
 pub async fn run_ask_bench(

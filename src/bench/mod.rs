@@ -1,13 +1,15 @@
-//! Benchmarks the CLI runs (`agdx bench log|ask|pipeline`). Each one works
+//! Benchmarks the CLI runs (`agdx bench log|ask|ax-ipc|pipeline`). Each one works
 //! in a stream of its own, named `bench-...`, so it never touches the agent
 //! topics in use.
 
 pub mod ask;
+pub mod ax_ipc;
 pub mod log;
 pub mod pipeline;
 pub mod plain;
 
 use crate::ask::AskError;
+use crate::bridge::ax_ipc::{BindError, SchemaError};
 use crate::log::LogError;
 use crate::producer::ProduceError;
 use crate::worker::WorkerError;
@@ -30,4 +32,28 @@ pub enum BenchError {
     /// The in-process echo worker stopped with an error.
     #[error(transparent)]
     Worker(#[from] WorkerError),
+    /// A socket or temporary directory failed.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    /// The bridge's schemas did not load.
+    #[error(transparent)]
+    Schema(#[from] SchemaError),
+    /// The bridge's socket could not be bound.
+    #[error(transparent)]
+    Bind(#[from] BindError),
+    /// The bridge answered something other than success.
+    #[error("the bridge answered unexpectedly: {0}")]
+    Answer(String),
+}
+
+/// The value below which `fraction` of the sorted `latencies` fall.
+pub(crate) fn percentile(latencies: &[std::time::Duration], fraction: f64) -> std::time::Duration {
+    let last = latencies.len().saturating_sub(1);
+    let index = ((last as f64) * fraction.clamp(0.0, 1.0)).round() as usize;
+    latencies.get(index).copied().unwrap_or_default()
+}
+
+/// A duration in milliseconds, for reports.
+pub(crate) fn ms(d: std::time::Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
 }

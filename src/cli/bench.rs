@@ -3,6 +3,7 @@
 use clap::{Args, Subcommand};
 
 use agdx::bench::ask::{AskBenchOptions, run_ask_bench};
+use agdx::bench::ax_ipc::{AxIpcBenchOptions, run_ax_ipc_bench};
 use agdx::bench::log::{LogBenchOptions, PlainIggyTarget, run_log_bench};
 use agdx::bench::pipeline::{PipelineBenchOptions, run_pipeline_bench};
 
@@ -21,6 +22,11 @@ pub enum BenchCommand {
     Log(LogArgs),
     /// Round trips (ask → in-process echo worker → reply): latency percentiles and requests/s.
     Ask(AskArgs),
+    /// The ax-ipc bridge's added latency: direct asks, then the same calls
+    /// framed through an in-process bridge on a Unix socket, to the same
+    /// in-process echo worker; percentiles of both and their difference.
+    #[command(name = "ax-ipc")]
+    AxIpc(AxIpcArgs),
     /// Commands produced up front, then drained by a worker pool that
     /// commits after each reply: commands/s for both phases. On Iggy, the
     /// plain iggy client also publishes the same records, with the ratio
@@ -55,6 +61,19 @@ pub struct AskArgs {
     /// Body bytes per command.
     #[arg(long, value_name = "BYTES", default_value_t = 64)]
     pub size: usize,
+    /// Partitions of the bench topics.
+    #[arg(long, default_value_t = 8)]
+    pub partitions: u32,
+}
+
+#[derive(Debug, Args)]
+pub struct AxIpcArgs {
+    /// Calls in flight at once (connections to the bridge).
+    #[arg(long, default_value_t = 8)]
+    pub concurrency: usize,
+    /// Calls in each run.
+    #[arg(long, default_value_t = 2_000)]
+    pub requests: u64,
     /// Partitions of the bench topics.
     #[arg(long, default_value_t = 8)]
     pub partitions: u32,
@@ -100,6 +119,14 @@ pub async fn run(global: &Global, command: BenchCommand) -> Result<(), Failure> 
                 partitions: args.partitions,
             };
             println!("{}", run_ask_bench(global.open().await?, options).await?);
+        }
+        BenchCommand::AxIpc(args) => {
+            let options = AxIpcBenchOptions {
+                concurrency: args.concurrency,
+                requests: args.requests,
+                partitions: args.partitions,
+            };
+            println!("{}", run_ax_ipc_bench(log, options).await?);
         }
         BenchCommand::Pipeline(args) => {
             let options = PipelineBenchOptions {

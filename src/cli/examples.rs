@@ -92,6 +92,7 @@ Kafka-protocol cluster instead (session 13).
    shell 2:  curl -s 127.0.0.1:9464/metrics | grep agdx_
    shell 2:  agdx ask --to nobody --operation x "hi"
              agdx: no live worker for agent 'nobody' seen — the command waits on the log; ...
+
 13. The same on a Kafka cluster (three brokers: docker compose -f deploy/kafka-compose.yml up -d)
    shell 1:  export AGDX_LOG=kafka://127.0.0.1:19092,127.0.0.1:29092,127.0.0.1:39092
              agdx init
@@ -100,6 +101,30 @@ Kafka-protocol cluster instead (session 13).
              hi
              # start a second worker in shell 3: the group rebalances, and the first one
              # finishes and commits what it has in hand before it gives a partition up
+
+14. An AX agent calling agents on the log (the ax-ipc bridge)
+   shell 1:  agdx worker --agent memory --echo
+   shell 2:  agdx bridge ax-ipc --socket /tmp/ax.sock --route 'memory_*=memory'
+             # plays the AX host: 4-byte big-endian length + JSON frames, strict
+             # per-action schemas (agdx bridge ax-ipc schemas DIR writes them out)
+   shell 3:  python3 -c '
+             import json, socket, struct
+             s = socket.socket(socket.AF_UNIX); s.connect("/tmp/ax.sock")
+             call = json.dumps({"action": "memory_list", "scope": "notes", "_msgId": "1"}).encode()
+             s.sendall(struct.pack(">I", len(call)) + call)
+             n = struct.unpack(">I", s.recv(4))[0]; print(s.recv(n).decode())'
+             {"ok":true,"action":"memory_list","scope":"notes","_msgId":"1"}
+             # the echo agent answered with the command's body; an undeclared field gets
+             # {"ok":false,"error":"Validation failed for action \"memory_list\": ..."}
+
+15. The same over HTTP, with a token minted per turn
+   shell 2:  agdx bridge ax-ipc token --secret ipc.secret --ttl 10m
+             axipc1.1767225600.5f0c...
+   shell 2:  agdx bridge ax-ipc --http 127.0.0.1:8787 --token-secret ipc.secret --route 'memory_*=memory'
+   shell 3:  curl -s -H "Authorization: Bearer axipc1.1767225600.5f0c..." \
+               -d '{"action":"memory_list","scope":"notes"}' http://127.0.0.1:8787/internal/ipc
+             {"ok":true,"action":"memory_list","scope":"notes"}
+             # no or a wrong token: 401 {"error":"invalid token"}
 
 Exit codes of `agdx ask`: 0 reply printed, 3 the agent answered with an error,
 4 no reply in time (--timeout), 1 anything else (message on stderr).

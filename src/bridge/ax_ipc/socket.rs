@@ -210,6 +210,8 @@ async fn call(
             tokio::pin!(answering);
             let start = tokio::time::Instant::now() + heartbeat_every;
             let mut beats = tokio::time::interval_at(start, heartbeat_every);
+            // After a stall, one heartbeat, not a burst of the missed ones.
+            beats.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 tokio::select! {
                     answer = &mut answering => break answer,
