@@ -95,7 +95,6 @@ impl fmt::Display for AskBenchReport {
     }
 }
 
-
 /// Runs the ask bench in a new stream of `log`.
 pub async fn run_ask_bench(
     log: SharedLog,

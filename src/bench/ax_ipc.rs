@@ -88,7 +88,11 @@ impl fmt::Display for AxIpcBenchReport {
             "ax-ipc bench on {}: {} calls each way, {} in flight, {} partitions, echo worker in-process",
             self.log, o.requests, o.concurrency, o.partitions
         )?;
-        let line = |f: &mut fmt::Formatter<'_>, name: &str, at: &dyn Fn(f64) -> f64, n: usize, elapsed: Duration| {
+        let line = |f: &mut fmt::Formatter<'_>,
+                    name: &str,
+                    at: &dyn Fn(f64) -> f64,
+                    n: usize,
+                    elapsed: Duration| {
             writeln!(
                 f,
                 "  {name:<13} p50 {:.2} ms  p90 {:.2} ms  p99 {:.2} ms  ({:.0} calls/s)",
@@ -169,9 +173,11 @@ pub async fn run_ax_ipc_bench(
 
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("ax.sock");
-    let routes = Routes::new(vec!["memory_*=bench-memory".parse().map_err(|e| {
-        BenchError::Options(format!("{e}"))
-    })?]);
+    let routes = Routes::new(vec![
+        "memory_*=bench-memory"
+            .parse()
+            .map_err(|e| BenchError::Options(format!("{e}")))?,
+    ]);
     let gate = Gate::new("bench-ax-ipc", ActionSchemas::defaults()?, routes);
     let bridge = Arc::new(AxIpcBridge::new(
         Requester::new(Producer::new(log.clone(), topology, agent("bench-ax-ipc"))),
@@ -263,7 +269,10 @@ async fn collect(
 ) -> Result<(Vec<Duration>, Duration), BenchError> {
     let mut latencies = Vec::new();
     for task in tasks {
-        latencies.extend(task.await.map_err(|e| BenchError::Options(e.to_string()))??);
+        latencies.extend(
+            task.await
+                .map_err(|e| BenchError::Options(e.to_string()))??,
+        );
     }
     let elapsed = started.elapsed();
     latencies.sort_unstable();
@@ -298,7 +307,9 @@ impl Connection {
     /// Makes one call and checks that it succeeded.
     async fn call(&mut self) -> Result<Duration, BenchError> {
         let started = Instant::now();
-        self.stream.write_all(&encode_frame(REQUEST.as_bytes())).await?;
+        self.stream
+            .write_all(&encode_frame(REQUEST.as_bytes()))
+            .await?;
         loop {
             if let Some(frame) = self
                 .decoder

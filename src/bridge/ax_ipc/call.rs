@@ -78,7 +78,7 @@ pub enum CallError {
         /// The agent it was routed to.
         agent: AgentId,
         /// What went wrong.
-        source: AskError,
+        source: Box<AskError>,
     },
     /// The agent's reply is not a JSON object.
     #[error(
@@ -176,15 +176,19 @@ impl Gate {
     }
 
     /// Runs the checks on one raw request, in the AX host's order.
-    pub fn admit(&self, raw: &[u8]) -> Result<Call, Refused> {
-        let parsed: Value = serde_json::from_slice(raw).map_err(|e| Refused {
-            msg_id: None,
-            error: CallError::InvalidJson(e),
+    pub fn admit(&self, raw: &[u8]) -> Result<Call, Box<Refused>> {
+        let parsed: Value = serde_json::from_slice(raw).map_err(|e| {
+            Box::new(Refused {
+                msg_id: None,
+                error: CallError::InvalidJson(e),
+            })
         })?;
         let msg_id = parsed.get("_msgId").cloned();
-        let refuse = |error| Refused {
-            msg_id: msg_id.clone(),
-            error,
+        let refuse = |error| {
+            Box::new(Refused {
+                msg_id: msg_id.clone(),
+                error,
+            })
         };
         let unknown = |found: String| CallError::UnknownAction {
             found,
@@ -372,7 +376,7 @@ impl AxIpcBridge {
         let failed = |source| CallError::Ask {
             action: action.clone(),
             agent: agent.clone(),
-            source,
+            source: Box::new(source),
         };
         let body = match self.requester.ask(command, self.timeout).await {
             Ok(Answer::Response(reply)) => reply.body,
