@@ -126,7 +126,7 @@ pub async fn run(global: &Global, command: BenchCommand) -> Result<(), Failure> 
                 requests: args.requests,
                 partitions: args.partitions,
             };
-            println!("{}", run_ax_ipc_bench(log, options).await?);
+            println!("{}", run_ax_ipc_bench(global.open().await?, options).await?);
         }
         BenchCommand::Pipeline(args) => {
             let options = PipelineBenchOptions {
