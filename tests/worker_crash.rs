@@ -8,8 +8,8 @@ mod support;
 use std::collections::{HashMap, HashSet};
 
 use agdx::wire::Kind;
-use support::eventually;
 use support::fabric::{Fabric, lines_of, on_every_fabric, terminate};
+use support::{eventually, eventually_progressing};
 
 const COMMANDS: usize = 2_000;
 /// Partitions a worker handles at once: at most this many records are in a
@@ -73,9 +73,9 @@ async fn a_killed_worker_restarts_without_losing_commands_or_repeating_effects()
         assert!(at_kill < COMMANDS, "the kill came after all the work was done; the test needs it in the middle");
 
         let mut worker = fabric.spawn_worker_process(&args);
-        let answered = eventually("every command to have a response", || async {
+        let answered = eventually_progressing("every command to have a response", || async {
             let answered = answered_keys(&fabric).await;
-            (answered.len() == COMMANDS).then_some(answered)
+            if answered.len() == COMMANDS { Ok(answered) } else { Err(answered.len()) }
         })
         .await;
         for (key, bodies) in &answered {

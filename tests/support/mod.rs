@@ -277,6 +277,32 @@ where
     }
 }
 
+/// Like [`eventually`] for long work: calls `probe` every 50 ms until it
+/// returns `Ok`, failing the test with `what` only when the progress it
+/// reports (`Err(done so far)`) stands still for [`PATIENCE`], so a slow
+/// machine that keeps working is not mistaken for a stuck one.
+pub async fn eventually_progressing<T, Fut>(what: &str, mut probe: impl FnMut() -> Fut) -> T
+where
+    Fut: Future<Output = Result<T, usize>>,
+{
+    let mut best = None;
+    let mut deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        match probe().await {
+            Ok(value) => return value,
+            Err(progress) if best.is_none_or(|best| progress > best) => {
+                best = Some(progress);
+                deadline = tokio::time::Instant::now() + PATIENCE;
+            }
+            Err(progress) => assert!(
+                tokio::time::Instant::now() < deadline,
+                "gave up waiting: {what} (stuck at {progress} for {PATIENCE:?})"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// The partitions two members own, once they split `partitions` between
 /// them: disjoint, together all of them, both non-empty. (The two answers
 /// are read one after the other, so a partition moving in between may show
