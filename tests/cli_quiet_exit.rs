@@ -4,7 +4,10 @@
 
 mod support;
 
-use support::fabric::{Running, on_every_fabric};
+use agdx::cards::worker_seen;
+use agdx::system_clock;
+use support::eventually;
+use support::fabric::{Running, agent_id, on_every_fabric};
 
 /// How many times each command runs: what goes wrong at exit goes wrong
 /// only now and then.
@@ -14,6 +17,20 @@ const RUNS: usize = 8;
 async fn ask_and_bench_ask_exit_without_noise() {
     on_every_fabric("quiet-exit", |fabric| async move {
         let worker = Running::start(fabric.worker("echo").fallback(agdx::worker::EchoHandler));
+        // Asked before its card is out, ask rightly warns that no worker
+        // was seen: that is not the noise this test looks for.
+        eventually("the echo worker's card", || async {
+            worker_seen(
+                &fabric.log,
+                &fabric.topology,
+                &agent_id("echo"),
+                &system_clock(),
+            )
+            .await
+            .is_ok_and(|seen| seen.is_live())
+            .then_some(())
+        })
+        .await;
         for _ in 0..RUNS {
             let (code, stdout, stderr) = fabric
                 .run_agdx(&[

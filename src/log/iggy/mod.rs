@@ -80,6 +80,10 @@ const MAX_PARTITIONS: u32 = iggy_common::MAX_PARTITIONS_COUNT;
 /// an idle one costs at most ten requests a second.
 const POLL_PAUSE_MIN: Duration = Duration::from_millis(1);
 const POLL_PAUSE_MAX: Duration = Duration::from_millis(100);
+/// The record size a first poll of a partition plans for: records are
+/// usually far smaller, and asking for one record at first would make a
+/// poll return one record where the caller asked for many.
+const ASSUMED_RECORD_BYTES: usize = 64 * 1024;
 
 /// A partition of a topic on one server: (server, stream id, topic id, partition).
 type PartitionKey = (String, u32, u32, u32);
@@ -111,11 +115,11 @@ struct Reading {
 
 impl Reading {
     /// How many records to ask for: as many as fit the byte budget if each
-    /// were as large as the largest seen last, one when none was seen yet.
+    /// were as large as the largest seen last (before any poll found one,
+    /// as large as [`ASSUMED_RECORD_BYTES`]).
     fn count(&self, max: u32) -> u32 {
-        let fit = self.largest.map_or(1, |largest| {
-            u32::try_from(super::POLL_BYTES_BUDGET / largest.max(1)).unwrap_or(u32::MAX)
-        });
+        let largest = self.largest.unwrap_or(ASSUMED_RECORD_BYTES);
+        let fit = u32::try_from(super::POLL_BYTES_BUDGET / largest.max(1)).unwrap_or(u32::MAX);
         fit.clamp(1, max)
     }
 
@@ -609,7 +613,11 @@ mod tests {
             active_at: now,
             largest,
         };
-        assert_eq!(reading(None).count(512), 1, "nothing known: one record");
+        assert_eq!(
+            reading(None).count(2048),
+            1024,
+            "nothing known: as many 64 KiB records as fit"
+        );
         assert_eq!(reading(Some(100)).count(512), 512);
         assert_eq!(reading(Some(1_000_000)).count(512), 67);
         assert_eq!(reading(Some(MAX_RECORD_BYTES)).count(512), 1);
