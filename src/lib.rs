@@ -18,7 +18,7 @@
 //! - [`replay`]: the log read back: conversation timelines, the causal
 //!   graph, folds with snapshots, dead-letter tools.
 //! - [`bridge`]: edge bridges that let agents speaking another protocol
-//!   (AX IPC) work with agents on the log.
+//!   work with agents on the log (AX IPC, an IOA server).
 //!
 //! Time enters through a [`Clock`], so deadline logic is testable without
 //! sleeping ([`ManualClock`]).

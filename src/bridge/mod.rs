@@ -19,8 +19,11 @@
 //! One module per edge protocol:
 //! - [`ax_ipc`]: the AX host's IPC (length-prefixed JSON over a Unix
 //!   socket, and `POST /internal/ipc` over HTTP).
+//! - [`ioa`]: an IOA server (spaces, nodes, the message graph, SSE, MCP
+//!   tools) whose only store is the log.
 
 pub mod ax_ipc;
+pub mod ioa;
 
 use agdx_wire::{META_BRIDGE_HOPS, Metadata, Scalar};
 

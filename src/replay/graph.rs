@@ -5,10 +5,11 @@
 //! A node is a record id (a record appended twice, e.g. redriven, is one
 //! node with two appearances); a record without an id (a chunk) is a node
 //! of its own, keyed by its position. Edges run from a record to its
-//! `cause`. Shapes are whatever the records make: a thread (each record
-//! caused by the one before), a tree (several records caused by one), or a
-//! DAG merge (one node reached by several paths, when the appearances of one
-//! record name different causes).
+//! `cause`, and to the further causes its [`META_CAUSES`] metadata names.
+//! Shapes are whatever the records make: a thread (each record caused by
+//! the one before), a tree (several records caused by one), or a DAG merge
+//! (one node with several causes: a record naming more than one, or the
+//! appearances of one record naming different causes).
 //!
 //! [`CausalGraph::from_records`] is the walk itself, pure, over records the
 //! caller has; [`causal_graph`] loads the records from the log first: the
@@ -38,7 +39,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::fmt;
 use std::str::FromStr;
 
-use agdx_wire::{ConversationId, LogPosition, RecordId};
+use agdx_wire::{AgentEnvelope, ConversationId, LogPosition, RecordId};
 
 use crate::log::SharedLog;
 use crate::topology::Topology;
@@ -134,6 +135,27 @@ pub struct CausalGraph {
     missing: BTreeSet<RecordId>,
 }
 
+/// The metadata key naming a record's further causes, beyond `cause`: an
+/// array of record ids (text). A record with several parents at once (a
+/// DAG merge in one record, such as an IOA message referring to several
+/// messages) names the first in `cause` and the others here, in order.
+pub const META_CAUSES: &str = "causes";
+
+/// A record's causes: `cause`, then those of [`META_CAUSES`] (entries that
+/// are not record ids are no causes).
+pub fn causes_of(envelope: &AgentEnvelope) -> impl Iterator<Item = RecordId> + '_ {
+    let more = envelope
+        .metadata
+        .as_ref()
+        .and_then(|m| m.get(META_CAUSES))
+        .and_then(|v| v.as_array())
+        .unwrap_or_default();
+    envelope
+        .cause
+        .into_iter()
+        .chain(more.iter().filter_map(|v| v.as_str()?.parse().ok()))
+}
+
 /// The records a walk can see, indexed.
 #[derive(Default)]
 struct Index {
@@ -150,7 +172,7 @@ impl Index {
                 continue;
             }
             let key = NodeKey::of(&record);
-            if let Some(cause) = record.envelope().and_then(|e| e.cause) {
+            for cause in record.envelope().into_iter().flat_map(causes_of) {
                 index.children.entry(cause).or_default().insert(key);
             }
             index.records.entry(key).or_default().push(record);
@@ -165,7 +187,7 @@ impl Index {
     fn causes(&self, key: &NodeKey) -> Vec<RecordId> {
         let mut causes = Vec::new();
         for record in self.records.get(key).into_iter().flatten() {
-            if let Some(cause) = record.envelope().and_then(|e| e.cause) {
+            for cause in record.envelope().into_iter().flat_map(causes_of) {
                 if !causes.contains(&cause) {
                     causes.push(cause);
                 }
@@ -528,6 +550,31 @@ mod tests {
         assert_eq!(graph.roots(), [&key(1), &key(2)]);
         assert_eq!(graph.children(&key(5)), [key(6)]);
         assert_eq!(graph.len(), 6);
+    }
+
+    #[test]
+    fn a_record_naming_several_causes_is_a_merge_of_all_of_them() {
+        let merged = event(3, Some(1)).with_metadata(agdx_wire::Metadata::new().with(
+            META_CAUSES,
+            vec![
+                RecordId::from_u128(2).to_string().into(),
+                "not an id".into(),
+            ],
+        ));
+        let records = vec![
+            record(0, event(1, None)),
+            record(1, event(2, None)),
+            record(2, merged),
+            record(3, event(4, Some(3))),
+        ];
+        let graph =
+            CausalGraph::from_records(records.clone(), &key(3), Direction::Both).expect("found");
+        assert_eq!(graph.parents(&key(3)), [key(1), key(2)]);
+        assert_eq!(graph.roots(), [&key(1), &key(2)]);
+        assert_eq!(graph.missing().count(), 0);
+        let down = CausalGraph::from_records(records, &key(2), Direction::Down).expect("found");
+        let downs: Vec<NodeKey> = down.nodes().map(|n| n.key).collect();
+        assert_eq!(downs, [key(2), key(3), key(4)], "found below its second cause");
     }
 
     #[test]

@@ -22,5 +22,7 @@ pub use dead_letters::{
     DeadLetterEntry, REDRIVE_OPERATION, Redrive, RedriveOutcome, dead_letter, dead_letters, redrive,
 };
 pub use fold::{Fold, Folded};
-pub use graph::{CausalGraph, Direction, GraphNode, GraphStart, NodeKey, causal_graph};
+pub use graph::{
+    CausalGraph, Direction, GraphNode, GraphStart, META_CAUSES, NodeKey, causal_graph, causes_of,
+};
 pub use reader::{Cursor, Replay, ReplayError, ReplayItem, ReplayRecord, record_at};

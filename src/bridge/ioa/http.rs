@@ -1,0 +1,511 @@
+//! The HTTP surface: one axum router with the reference's REST paths, its
+//! authentication, its error bodies, the event streams and `/mcp`.
+//!
+//! Authentication is the reference's: `/health`, `/ready` and
+//! `/auth/register` are open; `POST /spaces` needs `X-Access-Key` (and takes
+//! the caller from a bearer token or, with the key alone, from
+//! `X-Node-ID`); everything else, `/mcp` included, needs
+//! `Authorization: Bearer TOKEN`, and the caller is the token's node. An
+//! `X-Node-ID` naming another node than the token's is refused.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use agdx_wire::ConversationId;
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, QueryRejection};
+use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Extension, Json, Router};
+use futures_util::Stream;
+use serde::de::DeserializeOwned;
+
+use super::model::{AuthRegister, ErrorResponse, NodeCreate, SpaceCreate};
+use super::records::StoredMessage;
+use super::service::{MessageFilter, ReadOptions, read_mode};
+use super::view::{Mode, View, message_out};
+use super::{IoaBridge, IoaError, mcp};
+
+/// The node a request acts as, once authenticated (none: a `POST /spaces`
+/// with the access key alone and no `X-Node-ID`).
+#[derive(Debug, Clone)]
+pub(crate) struct Caller(pub Option<String>);
+
+impl IntoResponse for IoaError {
+    fn into_response(self) -> Response {
+        let status =
+            StatusCode::from_u16(self.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let detail = self.to_string();
+        (status, Json(ErrorResponse { detail })).into_response()
+    }
+}
+
+type Answer<T> = Result<T, IoaError>;
+
+pub(crate) fn router(bridge: IoaBridge) -> Router {
+    let max_body = bridge.config().max_body_bytes;
+    Router::new()
+        .route("/health", get(health))
+        .route("/ready", get(health))
+        .route("/auth/register", post(auth_register))
+        .route("/nodes", get(list_nodes).post(create_node))
+        .route("/nodes/{node}", get(get_node))
+        .route("/nodes/{node}/inbox", get(inbox))
+        .route("/nodes/{node}/sse", get(node_events))
+        .route("/messages", get(list_messages))
+        .route("/spaces", get(list_spaces).post(create_space))
+        .route("/spaces/{space}", get(get_space))
+        .route(
+            "/spaces/{space}/messages",
+            get(read_messages).post(send_message),
+        )
+        .route("/spaces/{space}/sse", get(space_events))
+        .route(
+            "/spaces/{space}/messages/{message}/sse",
+            get(message_events),
+        )
+        .route_service("/mcp", mcp::service(bridge.clone()))
+        .fallback(|| async { IoaError::NotFound("not found".into()) })
+        .method_not_allowed_fallback(|| async {
+            (
+                StatusCode::METHOD_NOT_ALLOWED,
+                Json(ErrorResponse {
+                    detail: "method not allowed".into(),
+                }),
+            )
+        })
+        .layer(middleware::from_fn_with_state(bridge.clone(), authenticate))
+        .layer(DefaultBodyLimit::max(max_body))
+        .with_state(bridge)
+}
+
+/// Resolves the caller, or refuses the request as the reference does.
+async fn authenticate(State(bridge): State<IoaBridge>, mut request: Request, next: Next) -> Response {
+    let path = request.uri().path().trim_end_matches('/');
+    if path == "/health" || path == "/ready" || path.starts_with("/auth") {
+        return next.run(request).await;
+    }
+    let bootstrap = path == "/spaces" && request.method() == Method::POST;
+    match caller(&bridge, request.headers(), bootstrap) {
+        Ok(caller) => {
+            request.extensions_mut().insert(Caller(caller));
+            next.run(request).await
+        }
+        Err(refusal) => refusal.into_response(),
+    }
+}
+
+fn caller(bridge: &IoaBridge, headers: &HeaderMap, bootstrap: bool) -> Answer<Option<String>> {
+    let text = |name: header::HeaderName| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+    };
+    let named = text(header::HeaderName::from_static("x-node-id"));
+    let authorization = headers.get(header::AUTHORIZATION).map(|v| v.to_str().unwrap_or(""));
+    if bootstrap {
+        match text(header::HeaderName::from_static("x-access-key")) {
+            None => return Err(IoaError::Unauthorized("access key required".into())),
+            Some(key) if key != bridge.config().access_key => {
+                return Err(IoaError::Forbidden("invalid access key".into()));
+            }
+            Some(_) => {}
+        }
+        let Some(authorization) = authorization else {
+            // The access key may act as any node.
+            return Ok(named.map(str::to_owned));
+        };
+        let Some(token) = authorization.strip_prefix("Bearer ") else {
+            return Err(IoaError::Unauthorized("invalid authorization header".into()));
+        };
+        return token_caller(bridge, token, named).map(Some);
+    }
+    let Some(token) = authorization.and_then(|a| a.strip_prefix("Bearer ")) else {
+        return Err(IoaError::Unauthorized(
+            "authorization token required".into(),
+        ));
+    };
+    token_caller(bridge, token, named).map(Some)
+}
+
+fn token_caller(bridge: &IoaBridge, token: &str, named: Option<&str>) -> Answer<String> {
+    let node = bridge
+        .resolve_token(token)
+        .ok_or_else(|| IoaError::Unauthorized("invalid token".into()))?;
+    match named {
+        Some(other) if other != node => Err(IoaError::Forbidden(format!(
+            "X-Node-ID '{other}' is not the node of this token ('{node}'); leave the header out or use {other}'s own token"
+        ))),
+        _ => Ok(node),
+    }
+}
+
+/// A JSON request body, decoded as strictly as the reference decodes it.
+fn body<T: DeserializeOwned>(bridge: &IoaBridge, body: Result<Bytes, BytesRejection>) -> Answer<T> {
+    let bytes = raw(bridge, body)?;
+    serde_json::from_slice(&bytes)
+        .map_err(|e| IoaError::InvalidInput(format!("invalid request body: {e}")))
+}
+
+/// A request body within the bridge's limit.
+fn raw(bridge: &IoaBridge, body: Result<Bytes, BytesRejection>) -> Answer<Bytes> {
+    body.map_err(|rejection| {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            IoaError::TooLarge(format!(
+                "the request body is over {} bytes, this bridge's limit (agdx bridge ioa --max-body)",
+                bridge.config().max_body_bytes
+            ))
+        } else {
+            IoaError::InvalidInput(rejection.body_text())
+        }
+    })
+}
+
+/// Query parameters; the first of a repeated name counts, trimmed.
+struct Params(Vec<(String, String)>);
+
+impl Params {
+    fn from(query: Result<Query<Vec<(String, String)>>, QueryRejection>) -> Answer<Self> {
+        query
+            .map(|Query(pairs)| Params(pairs))
+            .map_err(|e| IoaError::InvalidInput(e.body_text()))
+    }
+
+    fn get(&self, name: &str) -> &str {
+        self.0
+            .iter()
+            .find(|(k, _)| k == name)
+            .map_or("", |(_, v)| v.trim())
+    }
+
+    /// A positive integer, when given.
+    fn limit(&self) -> Answer<Option<usize>> {
+        match self.get("limit") {
+            "" => Ok(None),
+            raw => match raw.parse::<usize>() {
+                Ok(n) if n > 0 => Ok(Some(n)),
+                _ => Err(IoaError::InvalidInput("limit must be greater than 0".into())),
+            },
+        }
+    }
+
+    /// A boolean as Go's `strconv.ParseBool` reads one, false when absent.
+    fn flag(&self, name: &str) -> Answer<bool> {
+        match self.get(name) {
+            "" => Ok(false),
+            "1" | "t" | "T" | "TRUE" | "true" | "True" => Ok(true),
+            "0" | "f" | "F" | "FALSE" | "false" | "False" => Ok(false),
+            _ => Err(IoaError::InvalidInput(format!("{name} must be a boolean"))),
+        }
+    }
+
+    fn read_options(&self) -> Answer<ReadOptions> {
+        Ok(ReadOptions {
+            message_id: self.get("message_id").to_owned(),
+            direction: self.get("direction").to_owned(),
+            after: self.get("after").to_owned(),
+            limit: self.limit()?,
+            all: self.flag("all")?,
+        })
+    }
+}
+
+async fn health(State(bridge): State<IoaBridge>) -> Response {
+    match bridge.ready().await {
+        Ok(()) => Json(serde_json::json!({"status": "ok"})).into_response(),
+        Err(error) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(ErrorResponse {
+                detail: error.to_string(),
+            }),
+        )
+            .into_response(),
+    }
+}
+
+async fn auth_register(
+    State(bridge): State<IoaBridge>,
+    request: Result<Bytes, BytesRejection>,
+) -> Answer<Response> {
+    let request: AuthRegister = body(&bridge, request)?;
+    let answer = bridge.register(request).await?;
+    Ok((StatusCode::CREATED, Json(answer)).into_response())
+}
+
+async fn list_nodes(State(bridge): State<IoaBridge>) -> Response {
+    Json(bridge.nodes()).into_response()
+}
+
+async fn create_node(
+    State(bridge): State<IoaBridge>,
+    request: Result<Bytes, BytesRejection>,
+) -> Answer<Response> {
+    let request: NodeCreate = body(&bridge, request)?;
+    let node = bridge.register_node(request).await?;
+    Ok((StatusCode::CREATED, Json(node)).into_response())
+}
+
+async fn get_node(State(bridge): State<IoaBridge>, Path(node): Path<String>) -> Answer<Response> {
+    Ok(Json(bridge.node(&node)?).into_response())
+}
+
+async fn inbox(
+    State(bridge): State<IoaBridge>,
+    Path(node): Path<String>,
+    query: Result<Query<Vec<(String, String)>>, QueryRejection>,
+) -> Answer<Response> {
+    let options = Params::from(query)?.read_options()?;
+    Ok(Json(bridge.inbox(&node, &options.after, options.limit)?).into_response())
+}
+
+async fn list_messages(
+    State(bridge): State<IoaBridge>,
+    query: Result<Query<Vec<(String, String)>>, QueryRejection>,
+) -> Answer<Response> {
+    let params = Params::from(query)?;
+    let filter = MessageFilter {
+        space_id: params.get("space_id").to_owned(),
+        message_id: params.get("message_id").to_owned(),
+        node_id: params.get("node_id").to_owned(),
+        sender: params.get("sender").to_owned(),
+        ref_message: params.get("ref_message").to_owned(),
+        ref_node: params.get("ref_node").to_owned(),
+        after: params.get("after").to_owned(),
+        limit: params.limit()?,
+    };
+    Ok(Json(bridge.list_messages(&filter)?).into_response())
+}
+
+async fn list_spaces(State(bridge): State<IoaBridge>) -> Response {
+    Json(bridge.spaces()).into_response()
+}
+
+async fn create_space(
+    State(bridge): State<IoaBridge>,
+    Extension(Caller(caller)): Extension<Caller>,
+    request: Result<Bytes, BytesRejection>,
+) -> Answer<Response> {
+    let request: SpaceCreate = body(&bridge, request)?;
+    Ok(Json(bridge.join(caller.as_deref(), request).await?).into_response())
+}
+
+async fn get_space(State(bridge): State<IoaBridge>, Path(space): Path<String>) -> Answer<Response> {
+    Ok(Json(bridge.space(&space)?).into_response())
+}
+
+async fn send_message(
+    State(bridge): State<IoaBridge>,
+    Path(space): Path<String>,
+    Extension(Caller(caller)): Extension<Caller>,
+    request: Result<Bytes, BytesRejection>,
+) -> Answer<Response> {
+    let bytes = raw(&bridge, request)?;
+    let message = bridge.send(&space, caller.as_deref(), bytes.to_vec()).await?;
+    Ok((StatusCode::CREATED, Json(message)).into_response())
+}
+
+async fn read_messages(
+    State(bridge): State<IoaBridge>,
+    Path(space): Path<String>,
+    Extension(Caller(caller)): Extension<Caller>,
+    headers: HeaderMap,
+    query: Result<Query<Vec<(String, String)>>, QueryRejection>,
+) -> Answer<Response> {
+    let params = Params::from(query)?;
+    let options = params.read_options()?;
+    if !params.flag("listen")? {
+        return Ok(Json(bridge.read(&space, caller.as_deref(), options)?).into_response());
+    }
+    let changed = bridge.inner.shared.changed.subscribe();
+    let feed = bridge.inner.shared.read(|v| {
+        let (found, mode, after) = read_mode(v, &space, caller.as_deref(), &options)?;
+        let next = match last_event_id(&headers) {
+            Some(last) => resume_in(v, found.id, &space, last)?,
+            None => after.map_or(found.messages.len(), |a| a + 1),
+        };
+        Ok::<_, IoaError>(Feed::Space {
+            space: found.id,
+            mode,
+            next,
+        })
+    })?;
+    Ok(events(bridge, feed, changed))
+}
+
+async fn space_events(
+    State(bridge): State<IoaBridge>,
+    Path(space): Path<String>,
+    headers: HeaderMap,
+) -> Answer<Response> {
+    let changed = bridge.inner.shared.changed.subscribe();
+    let feed = bridge.inner.shared.read(|v| {
+        let found = v
+            .space(&space)
+            .ok_or_else(|| IoaError::NotFound(format!("Space '{space}' not found")))?;
+        let next = match last_event_id(&headers) {
+            Some(last) => resume_in(v, found.id, &space, last)?,
+            None => found.messages.len(),
+        };
+        Ok::<_, IoaError>(Feed::Space {
+            space: found.id,
+            mode: Mode::All,
+            next,
+        })
+    })?;
+    Ok(events(bridge, feed, changed))
+}
+
+async fn message_events(
+    State(bridge): State<IoaBridge>,
+    Path((space, message)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Answer<Response> {
+    let changed = bridge.inner.shared.changed.subscribe();
+    let options = ReadOptions {
+        message_id: message,
+        ..ReadOptions::default()
+    };
+    let feed = bridge.inner.shared.read(|v| {
+        let (found, mode, _) = read_mode(v, &space, None, &options)?;
+        let next = match last_event_id(&headers) {
+            Some(last) => resume_in(v, found.id, &space, last)?,
+            None => found.messages.len(),
+        };
+        Ok::<_, IoaError>(Feed::Space {
+            space: found.id,
+            mode,
+            next,
+        })
+    })?;
+    Ok(events(bridge, feed, changed))
+}
+
+async fn node_events(
+    State(bridge): State<IoaBridge>,
+    Path(node): Path<String>,
+    headers: HeaderMap,
+) -> Answer<Response> {
+    bridge.node(&node)?;
+    let changed = bridge.inner.shared.changed.subscribe();
+    let next = bridge.inner.shared.read(|v| match last_event_id(&headers) {
+        Some(last) => v.arrival_of(last).map(|i| i + 1).ok_or_else(|| {
+            IoaError::InvalidInput(format!(
+                "Last-Event-ID '{last}' is no message this bridge has; reconnect without it to get what comes next"
+            ))
+        }),
+        None => Ok(v.arrived()),
+    })?;
+    Ok(events(bridge, Feed::Node { node, next }, changed))
+}
+
+fn last_event_id(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+}
+
+/// Where a stream of `space` resumes after the message `last`.
+fn resume_in(v: &View, space: ConversationId, space_id: &str, last: &str) -> Answer<usize> {
+    v.space_of(&space)
+        .and_then(|s| v.index_in(s, last))
+        .map(|i| i + 1)
+        .ok_or_else(|| {
+            IoaError::InvalidInput(format!(
+                "Last-Event-ID '{last}' is not a message of space '{space_id}'; reconnect without it to get what comes next"
+            ))
+        })
+}
+
+/// What an event stream follows, and where it is.
+enum Feed {
+    /// A space's messages in log order, from index `next`, as read in `mode`.
+    Space {
+        space: ConversationId,
+        mode: Mode,
+        next: usize,
+    },
+    /// Messages naming `node` in `refs.nodes`, in any space, in the order
+    /// the bridge took them in, from `next`.
+    Node { node: String, next: usize },
+}
+
+impl Feed {
+    /// What is new for this stream, moving it past everything there now.
+    fn take(&mut self, v: &View) -> Vec<Arc<StoredMessage>> {
+        match self {
+            Feed::Space { space, mode, next } => {
+                let Some(space) = v.space_of(space) else {
+                    return Vec::new();
+                };
+                let new = v.select(space, mode, *next);
+                *next = space.messages.len();
+                new.into_iter().map(|(_, m)| m).collect()
+            }
+            Feed::Node { node, next } => {
+                let (new, upto) = v.arrived_since(*next);
+                *next = upto;
+                new.into_iter()
+                    .filter(|m| m.refs.nodes.iter().any(|n| n == node))
+                    .collect()
+            }
+        }
+    }
+}
+
+/// An SSE response: `event: message`, `id: <message id>`, `data: <Message
+/// JSON>` per message, and a `: keepalive` comment when idle.
+fn events(
+    bridge: IoaBridge,
+    feed: Feed,
+    changed: tokio::sync::watch::Receiver<u64>,
+) -> Response {
+    let keepalive = KeepAlive::new()
+        .interval(bridge.config().keepalive)
+        .text("keepalive");
+    let mut response = Sse::new(stream(bridge, feed, changed))
+        .keep_alive(keepalive)
+        .into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    response
+}
+
+fn stream(
+    bridge: IoaBridge,
+    feed: Feed,
+    changed: tokio::sync::watch::Receiver<u64>,
+) -> impl Stream<Item = Result<Event, Infallible>> {
+    let state = (bridge, feed, changed, VecDeque::<Arc<StoredMessage>>::new());
+    futures_util::stream::unfold(state, |(bridge, mut feed, mut changed, mut queue)| async move {
+        loop {
+            if let Some(message) = queue.pop_front() {
+                let event = event(&message);
+                return Some((Ok(event), (bridge, feed, changed, queue)));
+            }
+            let new = bridge.inner.shared.read(|v| feed.take(v));
+            if new.is_empty() {
+                tokio::select! {
+                    seen = changed.changed() => seen.ok()?,
+                    () = bridge.inner.closing.cancelled() => return None,
+                }
+            }
+            queue.extend(new);
+        }
+    })
+}
+
+fn event(message: &StoredMessage) -> Event {
+    let out = message_out(message);
+    let data = serde_json::to_string(&out).unwrap_or_default();
+    Event::default().event("message").id(out.id).data(data)
+}

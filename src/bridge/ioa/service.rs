@@ -1,0 +1,551 @@
+//! IOA's operations, validated as the reference server validates them (same
+//! checks, same order, same statuses), each write appended to the log and
+//! answered once it has been read back.
+
+use agdx_wire::{AgentId, RecordId};
+use rand::RngCore;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::replay::Direction;
+
+use super::model::{
+    AuthRegister, AuthResponse, MessageOut, NodeCreate, NodeOut, Refs, SendMessage, SpaceCreate,
+    SpaceInfo, SpaceWithRoots, is_object, normalize_tags, space_conversation,
+};
+use super::records::{self, MAX_PARENTS, NodeRecord};
+use super::view::{Mode, Space, View, addressed_to, message_out, window};
+use super::{IoaBridge, IoaError};
+
+/// The options of a space-scoped read.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ReadOptions {
+    pub message_id: String,
+    pub direction: String,
+    pub after: String,
+    pub limit: Option<usize>,
+    pub all: bool,
+}
+
+/// The filters of `GET /messages`.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct MessageFilter {
+    pub space_id: String,
+    pub message_id: String,
+    pub node_id: String,
+    pub sender: String,
+    pub ref_message: String,
+    pub ref_node: String,
+    pub after: String,
+    pub limit: Option<usize>,
+}
+
+fn space_not_found(id: &str) -> IoaError {
+    IoaError::NotFound(format!("Space '{id}' not found"))
+}
+
+/// The SHA-256 of a token, hex: what the log keeps instead of the token.
+pub(crate) fn token_hash(token: &str) -> String {
+    hex::encode(Sha256::digest(token.as_bytes()))
+}
+
+fn node_id(name: &str) -> Result<AgentId, IoaError> {
+    AgentId::new(name).map_err(|e| {
+        IoaError::InvalidInput(format!(
+            "name '{name}' cannot be a node here: {e} (a node's name is its agent id on the log)"
+        ))
+    })
+}
+
+/// Requires a registered caller, as the reference does for writes.
+fn caller_node(view: &View, caller: Option<&str>) -> Result<String, IoaError> {
+    let caller = caller.unwrap_or_default();
+    if caller.is_empty() {
+        return Err(IoaError::InvalidInput(
+            "caller node identity is required".into(),
+        ));
+    }
+    if view.node(caller).is_none() {
+        return Err(IoaError::InvalidInput(format!(
+            "caller node '{caller}' not found"
+        )));
+    }
+    Ok(caller.to_owned())
+}
+
+impl IoaBridge {
+    /// `POST /auth/register`: the node named `name` (registered now unless
+    /// it exists) and a new bearer token for it.
+    pub(crate) async fn register(&self, body: AuthRegister) -> Result<AuthResponse, IoaError> {
+        if body.access_key.as_deref() != Some(self.inner.config.access_key.as_str()) {
+            return Err(IoaError::Forbidden("invalid access key".into()));
+        }
+        let name = body.name.unwrap_or_default();
+        if name.trim().is_empty() {
+            return Err(IoaError::InvalidInput("name is required".into()));
+        }
+        let agent = node_id(&name)?;
+        let mut secret = [0u8; 32];
+        rand::rng().fill_bytes(&mut secret);
+        let token = hex::encode(secret);
+        let existing = self.inner.shared.read(|v| v.node(&name).cloned());
+        let node = existing.unwrap_or_else(|| NodeOut {
+            id: name.clone(),
+            name: name.clone(),
+            description: body.description.unwrap_or_default(),
+            meta: body.meta.unwrap_or_default(),
+        });
+        self.write_node(&agent, &node, Some(token_hash(&token)))
+            .await?;
+        Ok(AuthResponse {
+            id: node.id,
+            name: node.name,
+            token,
+        })
+    }
+
+    /// `POST /nodes`: registers a node without a token; an existing name
+    /// answers with the node as it is.
+    pub(crate) async fn register_node(&self, body: NodeCreate) -> Result<NodeOut, IoaError> {
+        let name = body.name.unwrap_or_default();
+        if name.trim().is_empty() {
+            return Err(IoaError::InvalidInput("name is required".into()));
+        }
+        let agent = node_id(&name)?;
+        if let Some(node) = self.inner.shared.read(|v| v.node(&name).cloned()) {
+            return Ok(node);
+        }
+        let node = NodeOut {
+            id: name.clone(),
+            name,
+            description: body.description.unwrap_or_default(),
+            meta: body.meta.unwrap_or_default(),
+        };
+        self.write_node(&agent, &node, None).await?;
+        Ok(self
+            .inner
+            .shared
+            .read(|v| v.node(&node.id).cloned())
+            .unwrap_or(node))
+    }
+
+    async fn write_node(
+        &self,
+        agent: &AgentId,
+        node: &NodeOut,
+        token_sha256: Option<String>,
+    ) -> Result<(), IoaError> {
+        let body = NodeRecord {
+            id: node.id.clone(),
+            name: node.name.clone(),
+            description: node.description.clone(),
+            meta: node.meta.clone(),
+            token_sha256,
+        };
+        let outgoing = records::node(&self.inner.config.bridge_id, agent, &body);
+        self.write(&self.inner.topology.registry, outgoing).await?;
+        Ok(())
+    }
+
+    /// Appends a record and waits until it has been read back.
+    async fn write(
+        &self,
+        topic: &crate::log::TopicInfo,
+        outgoing: crate::Outgoing,
+    ) -> Result<RecordId, IoaError> {
+        let sent = self.inner.producer.publish_one(topic, outgoing).await?;
+        // Every record this bridge writes is an event or a status, which have ids.
+        let id = sent.record.unwrap_or(RecordId::from_u128(0));
+        self.read_back(id).await?;
+        Ok(id)
+    }
+
+    /// The node a bearer token belongs to.
+    pub(crate) fn resolve_token(&self, token: &str) -> Option<String> {
+        let hash = token_hash(token);
+        self.inner
+            .shared
+            .read(|v| v.token_node(&hash).map(|n| n.id.clone()))
+    }
+
+    /// `GET /nodes`.
+    pub(crate) fn nodes(&self) -> Vec<NodeOut> {
+        self.inner.shared.read(View::nodes)
+    }
+
+    /// `GET /nodes/{id}`.
+    pub(crate) fn node(&self, id: &str) -> Result<NodeOut, IoaError> {
+        self.inner
+            .shared
+            .read(|v| v.node(id).cloned())
+            .ok_or_else(|| IoaError::NotFound(format!("Node '{id}' not found")))
+    }
+
+    /// `POST /spaces` and `ioa_space`: creates the space unless it exists
+    /// (by name) and makes the caller a member with this description.
+    pub(crate) async fn join(
+        &self,
+        caller: Option<&str>,
+        mut body: SpaceCreate,
+    ) -> Result<SpaceInfo, IoaError> {
+        let (node, fallback) = self.inner.shared.read(|v| {
+            let node = caller_node(v, caller)?;
+            let fallback = v.node(&node).map(|n| n.description.clone());
+            Ok::<_, IoaError>((node, fallback.unwrap_or_default()))
+        })?;
+        if body.name.trim().is_empty() {
+            return Err(IoaError::InvalidInput("Space name is required".into()));
+        }
+        if body.description.trim().is_empty() {
+            body.description = fallback;
+        }
+        if body.description.trim().is_empty() {
+            return Err(IoaError::InvalidInput(
+                "Space description is required".into(),
+            ));
+        }
+        body.tags = normalize_tags(&body.tags);
+        let space = space_conversation(&body.name);
+        let unchanged = self.inner.shared.read(|v| {
+            v.space_of(&space).is_some_and(|s| {
+                s.members.get(&node) == Some(&body.description)
+                    && body.tags.iter().all(|t| s.tags.contains(t))
+            })
+        });
+        // Joining again with nothing new writes nothing.
+        if !unchanged {
+            let agent = node_id(&node)?;
+            let outgoing = records::join(&self.inner.config.bridge_id, &agent, &body);
+            self.write(&self.inner.topology.commands, outgoing).await?;
+        }
+        self.inner.shared.read(|v| {
+            v.space_of(&space)
+                .map(|s| v.space_info(s))
+                .ok_or_else(|| space_not_found(&space.to_string()))
+        })
+    }
+
+    /// `ioa_space`: the space joined, with its root messages.
+    pub(crate) async fn join_with_roots(
+        &self,
+        caller: Option<&str>,
+        body: SpaceCreate,
+    ) -> Result<SpaceWithRoots, IoaError> {
+        let info = self.join(caller, body).await?;
+        let start_messages = self.read(&info.id, None, ReadOptions::default())?;
+        Ok(SpaceWithRoots {
+            info,
+            start_messages,
+        })
+    }
+
+    /// `GET /spaces`.
+    pub(crate) fn spaces(&self) -> Vec<SpaceInfo> {
+        self.inner
+            .shared
+            .read(|v| v.spaces().into_iter().map(|s| v.space_info(s)).collect())
+    }
+
+    /// `GET /spaces/{id}`.
+    pub(crate) fn space(&self, id: &str) -> Result<SpaceInfo, IoaError> {
+        self.inner.shared.read(|v| {
+            v.space(id)
+                .map(|s| v.space_info(s))
+                .ok_or_else(|| space_not_found(id))
+        })
+    }
+
+    /// `POST /spaces/{id}/messages` and `ioa_send`: `body` is the
+    /// `SendMessage` JSON, which becomes the record's body unchanged.
+    pub(crate) async fn send(
+        &self,
+        space_id: &str,
+        caller: Option<&str>,
+        body: Vec<u8>,
+    ) -> Result<MessageOut, IoaError> {
+        let request: SendMessage = serde_json::from_slice(&body)
+            .map_err(|e| IoaError::InvalidInput(format!("invalid message: {e}")))?;
+        let (space, sender, refs, first_at) = self.inner.shared.read(|v| {
+            let space = v.space(space_id).ok_or_else(|| space_not_found(space_id))?;
+            let sender = caller_node(v, caller)?;
+            let Some(content) = &request.content else {
+                return Err(IoaError::InvalidInput("content is required".into()));
+            };
+            if !is_object(content) {
+                return Err(IoaError::InvalidInput(
+                    "content must be a JSON object".into(),
+                ));
+            }
+            if request.meta.as_deref().is_some_and(|m| !is_object(m)) {
+                return Err(IoaError::InvalidInput("meta must be a JSON object".into()));
+            }
+            let refs = Refs::complete(request.refs.as_ref());
+            let first_at = check_refs(v, space, &refs)?;
+            Ok((space.id, sender, refs, first_at))
+        })?;
+        if let Some(schema) = &request.content_schema {
+            check_schema(schema)?;
+        }
+        let agent = node_id(&sender)?;
+        let outgoing = records::message(
+            &self.inner.config.bridge_id,
+            space,
+            &agent,
+            body,
+            &refs,
+            first_at,
+        );
+        let id = self.write(&self.inner.topology.commands, outgoing).await?;
+        self.inner.shared.read(|v| {
+            v.message(&id.to_string())
+                .map(|(_, _, m)| message_out(m))
+                .ok_or_else(|| IoaError::NotReadBack(id, self.inner.config.read_back))
+        })
+    }
+
+    /// `GET /spaces/{id}/messages` and `ioa_read`.
+    pub(crate) fn read(
+        &self,
+        space_id: &str,
+        caller: Option<&str>,
+        options: ReadOptions,
+    ) -> Result<Vec<MessageOut>, IoaError> {
+        self.inner.shared.read(|v| {
+            let (space, mode, after) = read_mode(v, space_id, caller, &options)?;
+            let selected = v.select(space, &mode, 0);
+            Ok(window(selected, after, options.limit)
+                .iter()
+                .map(|m| message_out(m))
+                .collect())
+        })
+    }
+
+    /// `GET /nodes/{id}/inbox`: what is addressed to the node (or broadcast)
+    /// in every space it joined, spaces by id, each in log order.
+    pub(crate) fn inbox(
+        &self,
+        node: &str,
+        after: &str,
+        limit: Option<usize>,
+    ) -> Result<Vec<MessageOut>, IoaError> {
+        self.inner.shared.read(|v| {
+            if v.node(node).is_none() {
+                return Err(IoaError::NotFound(format!("Node '{node}' not found")));
+            }
+            let all: Vec<_> = v
+                .spaces_of(node)
+                .into_iter()
+                .flat_map(|s| s.messages.iter().cloned())
+                .collect();
+            let cursor = position_of(&all, after);
+            if !after.is_empty() && cursor.is_none() {
+                return Ok(Vec::new());
+            }
+            let selected = all
+                .into_iter()
+                .enumerate()
+                .filter(|(_, m)| addressed_to(m, node))
+                .collect();
+            Ok(window(selected, cursor, limit)
+                .iter()
+                .map(|m| message_out(m))
+                .collect())
+        })
+    }
+
+    /// `GET /messages`: messages across spaces, in log time order, filtered.
+    pub(crate) fn list_messages(
+        &self,
+        filter: &MessageFilter,
+    ) -> Result<Vec<MessageOut>, IoaError> {
+        self.inner.shared.read(|v| {
+            check_filter(v, filter)?;
+            let base: Vec<_> = v
+                .all_messages()
+                .into_iter()
+                .filter(|m| {
+                    (filter.space_id.is_empty() || v.space(&filter.space_id).map(|s| s.id) == Some(m.space))
+                        && (filter.message_id.is_empty() || m.id.to_string().eq_ignore_ascii_case(&filter.message_id))
+                        && (filter.sender.is_empty() || m.sender == filter.sender)
+                })
+                .collect();
+            let cursor = position_of(&base, &filter.after);
+            if !filter.after.is_empty() && cursor.is_none() {
+                return Ok(Vec::new());
+            }
+            let has = |list: &[String], want: &str| list.iter().any(|x| x == want);
+            let selected = base
+                .into_iter()
+                .enumerate()
+                .filter(|(_, m)| {
+                    (filter.node_id.is_empty()
+                        || m.sender == filter.node_id
+                        || has(&m.refs.nodes, &filter.node_id))
+                        && (filter.ref_message.is_empty()
+                            || m.refs.messages.iter().any(|r| r.eq_ignore_ascii_case(&filter.ref_message)))
+                        && (filter.ref_node.is_empty() || has(&m.refs.nodes, &filter.ref_node))
+                })
+                .collect();
+            Ok(window(selected, cursor, filter.limit)
+                .iter()
+                .map(|m| message_out(m))
+                .collect())
+        })
+    }
+
+    /// Whether the log answers (the health checks).
+    pub(crate) async fn ready(&self) -> Result<(), IoaError> {
+        let topic = &self.inner.topology.commands;
+        self.inner.log.last_offset(topic, 0).await?;
+        Ok(())
+    }
+}
+
+/// The mode, space and cursor of a space-scoped read, validated in the
+/// reference's order.
+pub(crate) fn read_mode<'v>(
+    v: &'v View,
+    space_id: &str,
+    caller: Option<&str>,
+    options: &ReadOptions,
+) -> Result<(&'v Space, Mode, Option<usize>), IoaError> {
+    let space = v.space(space_id).ok_or_else(|| space_not_found(space_id))?;
+    let after = match options.after.as_str() {
+        "" => None,
+        after => Some(v.index_in(space, after).ok_or_else(|| {
+            IoaError::InvalidInput(format!("after: '{after}' not found in space '{space_id}'"))
+        })?),
+    };
+    let mode = if !options.message_id.is_empty() {
+        let id = &options.message_id;
+        let Some((_, _, message)) = v.message(id).filter(|(s, _, _)| s.id == space.id) else {
+            return Err(IoaError::NotFound(format!(
+                "Message '{id}' not found in space '{space_id}'"
+            )));
+        };
+        let direction = match options.direction.as_str() {
+            "" => Direction::Both,
+            "upstream" => Direction::Up,
+            "downstream" => Direction::Down,
+            _ => {
+                return Err(IoaError::InvalidInput(
+                    "direction must be 'upstream' or 'downstream'".into(),
+                ));
+            }
+        };
+        Mode::Related(message.id, direction)
+    } else if options.all {
+        Mode::All
+    } else if let Some(caller) = caller.filter(|c| !c.is_empty()) {
+        if v.node(caller).is_none() {
+            return Err(IoaError::InvalidInput(format!(
+                "caller node '{caller}' not found"
+            )));
+        }
+        Mode::For(caller.to_owned())
+    } else {
+        Mode::Roots
+    };
+    Ok((space, mode, after))
+}
+
+/// `refs` must name messages of this space and registered nodes; the
+/// position of the first parent, for `cause_at`.
+fn check_refs(
+    v: &View,
+    space: &Space,
+    refs: &Refs,
+) -> Result<Option<agdx_wire::LogPosition>, IoaError> {
+    let mut first_at = None;
+    for (i, id) in refs.messages.iter().enumerate() {
+        let Some(index) = v.index_in(space, id) else {
+            return Err(IoaError::InvalidInput(format!(
+                "refs.messages: '{id}' not found in space '{}'",
+                space.id
+            )));
+        };
+        if i == 0 {
+            first_at = Some(space.messages[index].position);
+        }
+    }
+    if refs.messages.len() > MAX_PARENTS {
+        return Err(IoaError::InvalidInput(format!(
+            "refs.messages: {} parents, at most {MAX_PARENTS} on this server (the parents after the first are envelope metadata, which is capped); merge in two steps",
+            refs.messages.len()
+        )));
+    }
+    for id in &refs.nodes {
+        if v.node(id).is_none() {
+            return Err(IoaError::InvalidInput(format!(
+                "refs.nodes: '{id}' not found"
+            )));
+        }
+    }
+    Ok(first_at)
+}
+
+/// A `content_schema` must compile as a JSON Schema (it is stored, not
+/// applied to any content).
+fn check_schema(schema: &serde_json::value::RawValue) -> Result<(), IoaError> {
+    let invalid = |e: &dyn std::fmt::Display| {
+        IoaError::InvalidInput(format!("content_schema is not valid JSON Schema: {e}"))
+    };
+    if !is_object(schema) {
+        return Err(IoaError::InvalidInput(
+            "content_schema must be a JSON object".into(),
+        ));
+    }
+    let value: Value = serde_json::from_str(schema.get()).map_err(|e| invalid(&e))?;
+    jsonschema::validator_for(&value).map_err(|e| invalid(&e))?;
+    Ok(())
+}
+
+fn position_of(list: &[std::sync::Arc<records::StoredMessage>], id: &str) -> Option<usize> {
+    if id.is_empty() {
+        return None;
+    }
+    let id: RecordId = id.parse().ok()?;
+    list.iter().position(|m| m.id == id)
+}
+
+/// The filters of `GET /messages` must name what exists.
+fn check_filter(v: &View, filter: &MessageFilter) -> Result<(), IoaError> {
+    let space = match filter.space_id.as_str() {
+        "" => None,
+        id => Some(v.space(id).ok_or_else(|| space_not_found(id))?),
+    };
+    for (field, node) in [
+        ("node_id", &filter.node_id),
+        ("sender", &filter.sender),
+        ("ref_node", &filter.ref_node),
+    ] {
+        if !node.is_empty() && v.node(node).is_none() {
+            return Err(IoaError::NotFound(format!(
+                "{field}: node '{node}' not found"
+            )));
+        }
+    }
+    let exists = |id: &str| {
+        v.message(id)
+            .is_some_and(|(s, _, _)| space.is_none_or(|space| space.id == s.id))
+    };
+    if !filter.message_id.is_empty() && !exists(&filter.message_id) {
+        return Err(IoaError::NotFound(format!(
+            "Message '{}' not found",
+            filter.message_id
+        )));
+    }
+    if !filter.ref_message.is_empty() && !exists(&filter.ref_message) {
+        return Err(IoaError::InvalidInput(format!(
+            "ref_message: '{}' not found",
+            filter.ref_message
+        )));
+    }
+    if !filter.after.is_empty() && !exists(&filter.after) {
+        return Err(IoaError::InvalidInput(format!(
+            "after: '{}' not found",
+            filter.after
+        )));
+    }
+    Ok(())
+}
