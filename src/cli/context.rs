@@ -146,8 +146,8 @@ pub fn parse_since(text: &str) -> Result<u64, String> {
     Ok(agdx::SystemClock.now_micros().saturating_sub(ago))
 }
 
-/// Cancels `shutdown` on SIGINT or SIGTERM, saying `what` happens next.
-pub async fn stop_on_signal(shutdown: tokio_util::sync::CancellationToken, what: &'static str) {
+/// Returns on SIGINT (Ctrl-C) or SIGTERM.
+pub async fn terminated() {
     let terminate = async {
         match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
             Ok(mut signal) => {
@@ -160,6 +160,11 @@ pub async fn stop_on_signal(shutdown: tokio_util::sync::CancellationToken, what:
         _ = tokio::signal::ctrl_c() => {}
         _ = terminate => {}
     }
+}
+
+/// Cancels `shutdown` on SIGINT or SIGTERM, saying `what` happens next.
+pub async fn stop_on_signal(shutdown: tokio_util::sync::CancellationToken, what: &'static str) {
+    terminated().await;
     eprintln!("{what}");
     shutdown.cancel();
 }

@@ -17,6 +17,7 @@ pub mod agents;
 pub mod ax_ipc;
 pub mod embedded;
 pub mod fabric;
+pub mod ioa;
 pub mod iggy;
 pub mod kafka;
 pub mod postgres;

@@ -5,6 +5,7 @@ use clap::Subcommand;
 use super::context::{Failure, Global};
 
 mod ax_ipc;
+mod ioa;
 
 /// The bridges.
 #[derive(Debug, Subcommand)]
@@ -13,10 +14,15 @@ pub enum BridgeCommand {
     /// commands to agents on the log, and their replies the answers.
     #[command(name = "ax-ipc")]
     AxIpc(ax_ipc::AxIpcArgs),
+    /// An IOA server (spaces, nodes, the message graph, SSE, MCP tools at
+    /// /mcp) whose only store is the log: restart it and every space, node,
+    /// token and message is still there.
+    Ioa(ioa::IoaArgs),
 }
 
 pub async fn run(global: &Global, command: BridgeCommand) -> Result<(), Failure> {
     match command {
         BridgeCommand::AxIpc(args) => ax_ipc::run(global, args).await,
+        BridgeCommand::Ioa(args) => ioa::run(global, args).await,
     }
 }

@@ -1,0 +1,464 @@
+//! `agdx bridge ioa` through real HTTP: registration and tokens, spaces,
+//! threads, trees and DAG merges read in every mode and direction, pages,
+//! refusals (other spaces' messages, no token, bad input) with IOA's
+//! statuses and `{"detail"}` bodies, a restart that keeps everything, and
+//! the causal graph of `agdx graph` equal to what `ioa_read` returns. On
+//! every backend.
+
+mod support;
+
+use std::process::Command;
+use std::sync::Arc;
+
+use agdx::bridge::ioa::{OP_MESSAGE, space_conversation};
+use agdx::log::embedded::EmbeddedLog;
+use agdx::log::SharedLog;
+use agdx::replay::{Direction, GraphStart, META_CAUSES, NodeKey, Replay, causal_graph};
+use agdx::wire::{Kind, RecordId};
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+use support::ioa::{ACCESS_KEY, Bridge, texts};
+use support::on_every_backend;
+
+fn ids(messages: &[Value]) -> Vec<String> {
+    messages
+        .iter()
+        .map(|m| m["id"].as_str().expect("an id").to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn registration_mints_tokens_and_requests_without_one_are_refused() {
+    on_every_backend("ioa-auth", |subject| async move {
+        let bridge = Bridge::start(subject.log.clone(), &subject.stream).await;
+        let anonymous = bridge.anonymous();
+        let health = anonymous.expect(Method::GET, "/health", None, StatusCode::OK).await;
+        assert_eq!(health, json!({"status": "ok"}));
+
+        let refused = anonymous.expect(Method::GET, "/spaces", None, StatusCode::UNAUTHORIZED).await;
+        assert_eq!(refused, json!({"detail": "authorization token required"}));
+        let mut forged = anonymous.clone();
+        forged.token = Some("0".repeat(64));
+        let refused = forged.expect(Method::GET, "/nodes", None, StatusCode::UNAUTHORIZED).await;
+        assert_eq!(refused, json!({"detail": "invalid token"}));
+
+        let wrong_key = json!({"name": "mallory", "access_key": "guess"});
+        let refused = anonymous
+            .expect(Method::POST, "/auth/register", Some(wrong_key), StatusCode::FORBIDDEN)
+            .await;
+        assert_eq!(refused, json!({"detail": "invalid access key"}));
+        let nameless = json!({"name": "  ", "access_key": ACCESS_KEY});
+        anonymous
+            .expect(Method::POST, "/auth/register", Some(nameless), StatusCode::UNPROCESSABLE_ENTITY)
+            .await;
+
+        let alice = bridge.register("alice").await;
+        assert_eq!(alice.id, "alice", "a node's id is its name, an agent id on the log");
+        let node = alice.expect(Method::GET, "/nodes/alice", None, StatusCode::OK).await;
+        assert_eq!(node, json!({"id": "alice", "name": "alice", "meta": {"kind": "test"}}));
+        let again = bridge.register("alice").await;
+        assert_ne!(again.token, alice.token, "every registration mints a token");
+        for client in [&alice, &again] {
+            client.expect(Method::GET, "/spaces", None, StatusCode::OK).await;
+        }
+
+        let body = Some(json!({"name": "ops", "description": "on call"}));
+        let (status, refused) = alice.call(Method::POST, "/spaces", body.clone(), &[]).await;
+        assert_eq!((status, refused), (StatusCode::UNAUTHORIZED, json!({"detail": "access key required"})));
+        let (status, _) = alice
+            .call(Method::POST, "/spaces", body.clone(), &[("x-access-key", "guess")])
+            .await;
+        assert_eq!(status, StatusCode::FORBIDDEN);
+        bridge.register("bob").await;
+        let (status, refused) = alice
+            .call(Method::POST, "/spaces", body.clone(), &[("x-access-key", ACCESS_KEY), ("x-node-id", "bob")])
+            .await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "a token acts as its own node only: {refused}");
+        // The access key alone may name the caller, as in the reference.
+        let (status, space) = anonymous
+            .call(Method::POST, "/spaces", body, &[("x-access-key", ACCESS_KEY), ("x-node-id", "bob")])
+            .await;
+        assert_eq!(status, StatusCode::OK, "{space}");
+        assert_eq!(space["nodes"][0]["id"], "bob");
+        let unknown = anonymous
+            .expect(Method::GET, "/nowhere", None, StatusCode::UNAUTHORIZED)
+            .await;
+        assert_eq!(unknown["detail"], "authorization token required");
+        alice.expect(Method::GET, "/nowhere", None, StatusCode::NOT_FOUND).await;
+        bridge.stop().await;
+    })
+    .await;
+}
+
+/// A root, a thread below it, a tree beside it and a merge of both, plus a
+/// direct message: every read mode and direction over the same graph.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn threads_trees_and_merges_read_in_every_mode_and_direction() {
+    on_every_backend("ioa-modes", |subject| async move {
+        let bridge = Bridge::start(subject.log.clone(), &subject.stream).await;
+        let alice = bridge.register("alice").await;
+        let bob = bridge.register("bob").await;
+        let info = alice.space("incident", "owner").await;
+        let space = info["id"].as_str().expect("an id").to_owned();
+        assert_eq!(space, space_conversation("incident").to_string());
+        let joined = bob.space("incident", "reviewer").await;
+        assert_eq!(joined["id"], info["id"], "spaces are idempotent by name");
+        let members: Vec<(&str, &str)> = joined["nodes"]
+            .as_array()
+            .expect("nodes")
+            .iter()
+            .map(|n| (n["id"].as_str().unwrap_or(""), n["description"].as_str().unwrap_or("")))
+            .collect();
+        assert_eq!(members, [("alice", "owner"), ("bob", "reviewer")]);
+
+        let root = alice.say(&space, "root", &[]).await;
+        let t1 = bob.say(&space, "t1", &[&root]).await;
+        let t2 = alice.say(&space, "t2", &[&t1]).await;
+        let c1 = alice.say(&space, "c1", &[&root]).await;
+        let c2 = alice.say(&space, "c2", &[&root]).await;
+        let merge = bob
+            .send(&space, json!({"content": {"text": "merge"}, "refs": {"messages": [t2, c2], "nodes": ["alice"]}}))
+            .await;
+        assert_eq!(merge["refs"], json!({"messages": [t2, c2], "nodes": ["alice"]}));
+        assert_eq!(merge["sender"], "bob");
+        assert_eq!(merge["space_id"], space.as_str());
+        let merge = merge["id"].as_str().expect("an id").to_owned();
+        let direct = alice
+            .send(&space, json!({"content": {"text": "direct"}, "refs": {"nodes": ["bob"]}}))
+            .await;
+        assert_eq!(direct["refs"], json!({"messages": [], "nodes": ["bob"]}));
+
+        let read = |query: String| {
+            let alice = alice.clone();
+            let space = space.clone();
+            async move { texts(&alice.read(&space, &query).await) }
+        };
+        assert_eq!(read(format!("?message_id={t1}")).await, ["root", "t1", "t2", "merge"]);
+        assert_eq!(read(format!("?message_id={merge}&direction=upstream")).await, ["root", "t1", "t2", "c2", "merge"]);
+        assert_eq!(read(format!("?message_id={root}&direction=downstream")).await, ["root", "t1", "t2", "c1", "c2", "merge"]);
+        assert_eq!(read(format!("?message_id={c2}&direction=downstream")).await, ["c2", "merge"]);
+        assert_eq!(read(format!("?message_id={c1}&direction=upstream")).await, ["root", "c1"]);
+        assert_eq!(read("?all=true".into()).await, ["root", "t1", "t2", "c1", "c2", "merge", "direct"]);
+        // Without a mode: what is addressed to the caller (or broadcast), not its own.
+        assert_eq!(texts(&bob.read(&space, "").await), ["root", "direct"]);
+        assert_eq!(texts(&alice.read(&space, "").await), ["merge"]);
+
+        let info = alice.expect(Method::GET, &format!("/spaces/{space}"), None, StatusCode::OK).await;
+        assert_eq!(info["message_count"], 7);
+        let listed = alice.expect(Method::GET, "/spaces", None, StatusCode::OK).await;
+        assert_eq!(listed.as_array().map(Vec::len), Some(1));
+        let inbox = bob.expect(Method::GET, "/nodes/bob/inbox", None, StatusCode::OK).await;
+        assert_eq!(texts(inbox.as_array().expect("an array")), ["root", "direct"]);
+        let children = alice
+            .expect(Method::GET, &format!("/messages?ref_message={root}&sender=alice"), None, StatusCode::OK)
+            .await;
+        assert_eq!(texts(children.as_array().expect("an array")), ["c1", "c2"]);
+        let to_alice = alice
+            .expect(Method::GET, &format!("/messages?space_id={space}&ref_node=alice"), None, StatusCode::OK)
+            .await;
+        assert_eq!(ids(to_alice.as_array().expect("an array")), [merge.clone()]);
+        bridge.stop().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn content_is_kept_byte_for_byte_and_created_at_is_the_log_time() {
+    on_every_backend("ioa-bytes", |subject| async move {
+        let bridge = Bridge::start(subject.log.clone(), &subject.stream).await;
+        let alice = bridge.register("alice").await;
+        let space = alice.space("bytes", "writer").await["id"].as_str().expect("id").to_owned();
+        let content = r#"{"zeta": 1,  "alpha": [true, {"n": 1.50}], "text": "h\u00e9"}"#;
+        let schema = r#"{"type": "object", "required": ["zeta"]}"#;
+        let body = format!(
+            r#"{{"content_type": "note", "content": {content}, "meta": {{"kind": "x"}}, "content_schema": {schema}}}"#
+        );
+        let response = alice
+            .http
+            .post(format!("{}/spaces/{space}/messages", alice.url))
+            .bearer_auth(alice.token.as_deref().unwrap_or_default())
+            .body(body.clone())
+            .send()
+            .await
+            .expect("sent");
+        assert_eq!(response.status(), StatusCode::CREATED);
+        let created = response.text().await.expect("a body");
+        assert!(created.contains(content), "the content comes back as sent: {created}");
+        let read = alice
+            .http
+            .get(format!("{}/spaces/{space}/messages?all=true", alice.url))
+            .bearer_auth(alice.token.as_deref().unwrap_or_default())
+            .send()
+            .await
+            .expect("read")
+            .text()
+            .await
+            .expect("a body");
+        assert!(read.contains(content) && read.contains(schema), "{read}");
+        let message: Value = serde_json::from_str(&created).expect("JSON");
+        assert_eq!(message["content_type"], "note");
+        assert_eq!(message["meta"], json!({"kind": "x"}));
+
+        // On the log: an event of alice in the space's conversation, whose
+        // body is the request as sent, stamped at created_at.
+        let conversation = space_conversation("bytes");
+        let records = Replay::new(subject.log.clone(), &bridge.topology, conversation)
+            .read_to_end()
+            .await
+            .expect("replay");
+        let events: Vec<_> = records
+            .iter()
+            .filter(|r| r.envelope().is_some_and(|e| e.kind == Kind::Event))
+            .collect();
+        assert_eq!(events.len(), 1);
+        let envelope = events[0].envelope().expect("an envelope");
+        assert_eq!(envelope.operation.as_deref(), Some(OP_MESSAGE));
+        assert_eq!(envelope.source.as_str(), "alice");
+        assert_eq!(envelope.body, body.as_bytes(), "the body is the IOA request, byte for byte");
+        let at = humantime::parse_rfc3339(message["created_at"].as_str().expect("created_at")).expect("RFC 3339");
+        let micros = at.duration_since(std::time::UNIX_EPOCH).expect("after 1970").as_micros();
+        assert_eq!(micros, u128::from(events[0].timestamp_micros), "created_at is the log's timestamp");
+        let joins = records
+            .iter()
+            .filter(|r| r.envelope().is_some_and(|e| e.kind == Kind::Status))
+            .count();
+        assert_eq!(joins, 1, "joining is one status record");
+        bridge.stop().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pages_go_after_a_cursor_and_take_the_last_without_one() {
+    on_every_backend("ioa-pages", |subject| async move {
+        let bridge = Bridge::start(subject.log.clone(), &subject.stream).await;
+        let alice = bridge.register("alice").await;
+        let space = alice.space("pages", "writer").await["id"].as_str().expect("id").to_owned();
+        let mut sent = Vec::new();
+        for n in 1..=5 {
+            sent.push(alice.say(&space, &format!("m{n}"), &[]).await);
+        }
+        let page = |query: String| {
+            let alice = alice.clone();
+            let space = space.clone();
+            async move { texts(&alice.read(&space, &query).await) }
+        };
+        assert_eq!(page("?all=true&limit=2".into()).await, ["m4", "m5"]);
+        assert_eq!(page(format!("?all=true&after={}&limit=2", sent[0])).await, ["m2", "m3"]);
+        assert_eq!(page(format!("?all=true&after={}&limit=2", sent[2])).await, ["m4", "m5"]);
+        assert_eq!(page(format!("?all=true&after={}", sent[4])).await, Vec::<String>::new());
+        for (query, detail) in [
+            ("?limit=0", "limit must be greater than 0".to_owned()),
+            ("?limit=two", "limit must be greater than 0".to_owned()),
+            ("?all=maybe", "all must be a boolean".to_owned()),
+            ("?after=01J0000000000000000000000X", format!("after: '01J0000000000000000000000X' not found in space '{space}'")),
+        ] {
+            let refused = alice
+                .expect(Method::GET, &format!("/spaces/{space}/messages{query}"), None, StatusCode::UNPROCESSABLE_ENTITY)
+                .await;
+            assert_eq!(refused, json!({"detail": detail}), "{query}");
+        }
+        bridge.stop().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refs_across_spaces_and_other_bad_input_are_refused_and_nothing_is_written() {
+    on_every_backend("ioa-refusals", |subject| async move {
+        let bridge = Bridge::start(subject.log.clone(), &subject.stream).await;
+        let alice = bridge.register("alice").await;
+        let a = alice.space("a", "writer").await["id"].as_str().expect("id").to_owned();
+        let b = alice.space("b", "writer").await["id"].as_str().expect("id").to_owned();
+        let in_a = alice.say(&a, "in a", &[]).await;
+        let path = format!("/spaces/{b}/messages");
+        let refusals = [
+            (json!({"content": {"x": 1}, "refs": {"messages": [in_a]}}), format!("refs.messages: '{in_a}' not found in space '{b}'")),
+            (json!({"content": {"x": 1}, "refs": {"nodes": ["nobody"]}}), "refs.nodes: 'nobody' not found".to_owned()),
+            (json!({"content": null}), "content is required".to_owned()),
+            (json!({}), "content is required".to_owned()),
+            (json!({"content": "text"}), "content must be a JSON object".to_owned()),
+        ];
+        for (body, detail) in refusals {
+            let refused = alice.expect(Method::POST, &path, Some(body.clone()), StatusCode::UNPROCESSABLE_ENTITY).await;
+            assert_eq!(refused, json!({"detail": detail}), "{body}");
+        }
+        for body in [
+            json!({"content": {}, "unknown": 1}),
+            json!({"content": {}, "content_schema": {"type": 12}}),
+            json!({"content": {}, "refs": {"messages": [], "parents": []}}),
+        ] {
+            let refused = alice.expect(Method::POST, &path, Some(body.clone()), StatusCode::UNPROCESSABLE_ENTITY).await;
+            assert!(refused["detail"].is_string(), "{body}: {refused}");
+        }
+        let huge = json!({"content": {"text": "x".repeat(2 << 20)}});
+        let refused = alice.expect(Method::POST, &path, Some(huge), StatusCode::PAYLOAD_TOO_LARGE).await;
+        assert!(refused["detail"].as_str().unwrap_or("").contains("limit"), "{refused}");
+        let missing = alice
+            .expect(Method::POST, "/spaces/01J0000000000000000000000X/messages", Some(json!({"content": {}})), StatusCode::NOT_FOUND)
+            .await;
+        assert_eq!(missing, json!({"detail": "Space '01J0000000000000000000000X' not found"}));
+        let unknown = alice
+            .expect(Method::GET, &format!("/spaces/{a}/messages?message_id=01J0000000000000000000000X"), None, StatusCode::NOT_FOUND)
+            .await;
+        assert_eq!(unknown, json!({"detail": format!("Message '01J0000000000000000000000X' not found in space '{a}'")}));
+        let sideways = alice
+            .expect(Method::GET, &format!("/spaces/{a}/messages?message_id={in_a}&direction=sideways"), None, StatusCode::UNPROCESSABLE_ENTITY)
+            .await;
+        assert_eq!(sideways, json!({"detail": "direction must be 'upstream' or 'downstream'"}));
+        alice.expect(Method::GET, "/nodes/nobody", None, StatusCode::NOT_FOUND).await;
+        let (status, _) = alice
+            .call(Method::POST, "/spaces", Some(json!({"name": " ", "description": "x"})), &[("x-access-key", ACCESS_KEY)])
+            .await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+
+        let counts: Vec<u64> = alice
+            .expect(Method::GET, "/spaces", None, StatusCode::OK)
+            .await
+            .as_array()
+            .expect("spaces")
+            .iter()
+            .map(|s| s["message_count"].as_u64().unwrap_or(99))
+            .collect();
+        assert_eq!(counts, [1, 0], "nothing refused was written");
+        bridge.stop().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_bridge_serves_every_space_node_token_and_message() {
+    on_every_backend("ioa-restart", |subject| async move {
+        let bridge = Bridge::start(subject.log.clone(), &subject.stream).await;
+        let alice = bridge.register("alice").await;
+        let bob = bridge.register("bob").await;
+        let space = alice.space("kept", "owner").await["id"].as_str().expect("id").to_owned();
+        bob.space("kept", "helper").await;
+        let root = alice.say(&space, "root", &[]).await;
+        let left = bob.say(&space, "left", &[&root]).await;
+        let right = alice.say(&space, "right", &[&root]).await;
+        bob.send(&space, json!({"content": {"text": "both"}, "refs": {"messages": [left, right], "nodes": ["alice"]}}))
+            .await;
+        let before = (
+            alice.read(&space, "?all=true").await,
+            alice.expect(Method::GET, "/spaces", None, StatusCode::OK).await,
+            alice.expect(Method::GET, "/nodes", None, StatusCode::OK).await,
+        );
+        bridge.stop().await;
+
+        let reopened = (subject.reopen)().await;
+        let bridge = Bridge::start(reopened.log.clone(), &subject.stream).await;
+        let mut alice = alice.clone();
+        alice.url = bridge.url.clone();
+        let after = (
+            alice.read(&space, "?all=true").await,
+            alice.expect(Method::GET, "/spaces", None, StatusCode::OK).await,
+            alice.expect(Method::GET, "/nodes", None, StatusCode::OK).await,
+        );
+        assert_eq!(after, before, "the same messages, spaces and nodes, read back from the log");
+        assert_eq!(texts(&alice.read(&space, "").await), ["both"], "alice's old token still works");
+        let more = alice.say(&space, "after the restart", &[&root]).await;
+        assert_eq!(texts(&alice.read(&space, &format!("?message_id={more}&direction=upstream")).await), ["root", "after the restart"]);
+        bridge.stop().await;
+    })
+    .await;
+}
+
+/// The DAG `ioa_read` returns is the causal graph of the records on the
+/// log, as `agdx graph` walks it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_causal_graph_of_a_bridged_space_is_the_dag_ioa_read_returns() {
+    on_every_backend("ioa-graph", |subject| async move {
+        let bridge = Bridge::start(subject.log.clone(), &subject.stream).await;
+        let alice = bridge.register("alice").await;
+        let space = alice.space("graph", "planner").await["id"].as_str().expect("id").to_owned();
+        let root = alice.say(&space, "root", &[]).await;
+        let a = alice.say(&space, "a", &[&root]).await;
+        let b = alice.say(&space, "b", &[&root]).await;
+        let c = alice.say(&space, "c", &[&a]).await;
+        let merge = alice.say(&space, "merge", &[&c, &b, &a]).await;
+        let after = alice.say(&space, "after", &[&merge]).await;
+        let conversation = space_conversation("graph");
+        for start in [&root, &a, &b, &merge, &after] {
+            for (direction, query) in [(Direction::Up, "&direction=upstream"), (Direction::Down, "&direction=downstream"), (Direction::Both, "")] {
+                let read = alice.read(&space, &format!("?message_id={start}{query}")).await;
+                let id: RecordId = start.parse().expect("a record id");
+                let graph = causal_graph(
+                    &subject.log,
+                    &bridge.topology,
+                    GraphStart { node: NodeKey::Record(id), conversation: Some(conversation) },
+                    direction,
+                )
+                .await
+                .expect("the causal graph");
+                let drawn: Vec<String> = graph.nodes().map(|n| n.key.to_string()).collect();
+                assert_eq!(drawn, ids(&read), "from {start} {direction:?}");
+                for message in &read {
+                    let key = NodeKey::Record(message["id"].as_str().expect("id").parse().expect("a record id"));
+                    let parents: Vec<String> = graph.parents(&key).iter().map(ToString::to_string).collect();
+                    let refs: Vec<String> = message["refs"]["messages"]
+                        .as_array()
+                        .expect("refs")
+                        .iter()
+                        .map(|r| r.as_str().unwrap_or("").to_owned())
+                        .filter(|r| drawn.contains(r))
+                        .collect();
+                    assert_eq!(parents, refs, "the parents of {key} from {start} {direction:?}");
+                }
+            }
+        }
+        let graph = causal_graph(
+            &subject.log,
+            &bridge.topology,
+            GraphStart { node: NodeKey::Record(merge.parse().expect("id")), conversation: None },
+            Direction::Up,
+        )
+        .await
+        .expect("found without its conversation too");
+        let node = graph.node(&NodeKey::Record(merge.parse().expect("id"))).expect("the merge");
+        let envelope = node.first().envelope().expect("an envelope");
+        assert_eq!(envelope.cause.map(|c| c.to_string()), Some(c.clone()), "cause is the first parent");
+        let more = envelope.metadata.as_ref().and_then(|m| m.get(META_CAUSES)).and_then(|v| v.as_array()).expect("causes");
+        let more: Vec<&str> = more.iter().filter_map(|v| v.as_str()).collect();
+        assert_eq!(more, [b.as_str(), a.as_str()], "the other parents, in order");
+        bridge.stop().await;
+    })
+    .await;
+}
+
+/// `agdx graph`, the command, draws a bridged space's merge from the log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agdx_graph_draws_a_bridged_merge() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let path = dir.path().join("log");
+    let log: SharedLog = Arc::new(EmbeddedLog::open(&path).expect("the log"));
+    let bridge = Bridge::start(log, "agents").await;
+    let alice = bridge.register("alice").await;
+    let space = alice.space("drawn", "planner").await["id"].as_str().expect("id").to_owned();
+    let root = alice.say(&space, "root", &[]).await;
+    let a = alice.say(&space, "left", &[&root]).await;
+    let b = alice.say(&space, "right", &[&root]).await;
+    let merge = alice.say(&space, "merged", &[&a, &b]).await;
+    let output = Command::new(env!("CARGO_BIN_EXE_agdx"))
+        .args(["graph", &merge, "--up", "--format", "mermaid"])
+        .arg("--log")
+        .arg(format!("embedded:{}", path.display()))
+        .env_remove("AGDX_STREAM")
+        .output()
+        .expect("run agdx graph");
+    let drawn = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let label = |text: &str| {
+        drawn
+            .lines()
+            .find(|l| l.contains(&format!("#quot;text#quot;:#quot;{text}#quot;")))
+            .and_then(|l| l.trim().split('[').next())
+            .unwrap_or_else(|| panic!("no box for {text} in:\n{drawn}"))
+            .to_owned()
+    };
+    let (root, a, b, merge) = (label("root"), label("left"), label("right"), label("merged"));
+    for edge in [format!("{root} --> {a}"), format!("{root} --> {b}"), format!("{a} --> {merge}"), format!("{b} --> {merge}")] {
+        assert!(drawn.lines().any(|l| l.trim() == edge), "missing {edge} in:\n{drawn}");
+    }
+    bridge.stop().await;
+}
