@@ -314,6 +314,15 @@ impl Events {
         }
     }
 
+    /// The ids of the next `n` messages.
+    pub async fn ids(&mut self, n: usize) -> Vec<String> {
+        let mut ids = Vec::new();
+        for _ in 0..n {
+            ids.push(self.next_message().await.0);
+        }
+        ids
+    }
+
     /// Asserts that no message comes for `wait` (comments may).
     pub async fn expect_quiet(&mut self, wait: Duration) {
         let deadline = tokio::time::Instant::now() + wait;
