@@ -11,8 +11,8 @@ use std::process::Command;
 use std::sync::Arc;
 
 use agdx::bridge::ioa::{OP_MESSAGE, space_conversation};
-use agdx::log::embedded::EmbeddedLog;
 use agdx::log::SharedLog;
+use agdx::log::embedded::EmbeddedLog;
 use agdx::replay::{Direction, GraphStart, META_CAUSES, NodeKey, Replay, causal_graph};
 use agdx::wire::{Kind, RecordId};
 use reqwest::{Method, StatusCode};
@@ -32,51 +32,102 @@ async fn registration_mints_tokens_and_requests_without_one_are_refused() {
     on_every_backend("ioa-auth", |subject| async move {
         let bridge = Bridge::start(subject.log.clone(), &subject.stream).await;
         let anonymous = bridge.anonymous();
-        let health = anonymous.expect(Method::GET, "/health", None, StatusCode::OK).await;
+        let health = anonymous
+            .expect(Method::GET, "/health", None, StatusCode::OK)
+            .await;
         assert_eq!(health, json!({"status": "ok"}));
 
-        let refused = anonymous.expect(Method::GET, "/spaces", None, StatusCode::UNAUTHORIZED).await;
+        let refused = anonymous
+            .expect(Method::GET, "/spaces", None, StatusCode::UNAUTHORIZED)
+            .await;
         assert_eq!(refused, json!({"detail": "authorization token required"}));
         let mut forged = anonymous.clone();
         forged.token = Some("0".repeat(64));
-        let refused = forged.expect(Method::GET, "/nodes", None, StatusCode::UNAUTHORIZED).await;
+        let refused = forged
+            .expect(Method::GET, "/nodes", None, StatusCode::UNAUTHORIZED)
+            .await;
         assert_eq!(refused, json!({"detail": "invalid token"}));
 
         let wrong_key = json!({"name": "mallory", "access_key": "guess"});
         let refused = anonymous
-            .expect(Method::POST, "/auth/register", Some(wrong_key), StatusCode::FORBIDDEN)
+            .expect(
+                Method::POST,
+                "/auth/register",
+                Some(wrong_key),
+                StatusCode::FORBIDDEN,
+            )
             .await;
         assert_eq!(refused, json!({"detail": "invalid access key"}));
         let nameless = json!({"name": "  ", "access_key": ACCESS_KEY});
         anonymous
-            .expect(Method::POST, "/auth/register", Some(nameless), StatusCode::UNPROCESSABLE_ENTITY)
+            .expect(
+                Method::POST,
+                "/auth/register",
+                Some(nameless),
+                StatusCode::UNPROCESSABLE_ENTITY,
+            )
             .await;
 
         let alice = bridge.register("alice").await;
-        assert_eq!(alice.id, "alice", "a node's id is its name, an agent id on the log");
-        let node = alice.expect(Method::GET, "/nodes/alice", None, StatusCode::OK).await;
-        assert_eq!(node, json!({"id": "alice", "name": "alice", "meta": {"kind": "test"}}));
+        assert_eq!(
+            alice.id, "alice",
+            "a node's id is its name, an agent id on the log"
+        );
+        let node = alice
+            .expect(Method::GET, "/nodes/alice", None, StatusCode::OK)
+            .await;
+        assert_eq!(
+            node,
+            json!({"id": "alice", "name": "alice", "meta": {"kind": "test"}})
+        );
         let again = bridge.register("alice").await;
         assert_ne!(again.token, alice.token, "every registration mints a token");
         for client in [&alice, &again] {
-            client.expect(Method::GET, "/spaces", None, StatusCode::OK).await;
+            client
+                .expect(Method::GET, "/spaces", None, StatusCode::OK)
+                .await;
         }
 
         let body = Some(json!({"name": "ops", "description": "on call"}));
         let (status, refused) = alice.call(Method::POST, "/spaces", body.clone(), &[]).await;
-        assert_eq!((status, refused), (StatusCode::UNAUTHORIZED, json!({"detail": "access key required"})));
+        assert_eq!(
+            (status, refused),
+            (
+                StatusCode::UNAUTHORIZED,
+                json!({"detail": "access key required"})
+            )
+        );
         let (status, _) = alice
-            .call(Method::POST, "/spaces", body.clone(), &[("x-access-key", "guess")])
+            .call(
+                Method::POST,
+                "/spaces",
+                body.clone(),
+                &[("x-access-key", "guess")],
+            )
             .await;
         assert_eq!(status, StatusCode::FORBIDDEN);
         bridge.register("bob").await;
         let (status, refused) = alice
-            .call(Method::POST, "/spaces", body.clone(), &[("x-access-key", ACCESS_KEY), ("x-node-id", "bob")])
+            .call(
+                Method::POST,
+                "/spaces",
+                body.clone(),
+                &[("x-access-key", ACCESS_KEY), ("x-node-id", "bob")],
+            )
             .await;
-        assert_eq!(status, StatusCode::FORBIDDEN, "a token acts as its own node only: {refused}");
+        assert_eq!(
+            status,
+            StatusCode::FORBIDDEN,
+            "a token acts as its own node only: {refused}"
+        );
         // The access key alone may name the caller, as in the reference.
         let (status, space) = anonymous
-            .call(Method::POST, "/spaces", body, &[("x-access-key", ACCESS_KEY), ("x-node-id", "bob")])
+            .call(
+                Method::POST,
+                "/spaces",
+                body,
+                &[("x-access-key", ACCESS_KEY), ("x-node-id", "bob")],
+            )
             .await;
         assert_eq!(status, StatusCode::OK, "{space}");
         assert_eq!(space["nodes"][0]["id"], "bob");
@@ -84,7 +135,9 @@ async fn registration_mints_tokens_and_requests_without_one_are_refused() {
             .expect(Method::GET, "/nowhere", None, StatusCode::UNAUTHORIZED)
             .await;
         assert_eq!(unknown["detail"], "authorization token required");
-        alice.expect(Method::GET, "/nowhere", None, StatusCode::NOT_FOUND).await;
+        alice
+            .expect(Method::GET, "/nowhere", None, StatusCode::NOT_FOUND)
+            .await;
         bridge.stop().await;
     })
     .await;
@@ -233,7 +286,10 @@ async fn pages_go_after_a_cursor_and_take_the_last_without_one() {
     on_every_backend("ioa-pages", |subject| async move {
         let bridge = Bridge::start(subject.log.clone(), &subject.stream).await;
         let alice = bridge.register("alice").await;
-        let space = alice.space("pages", "writer").await["id"].as_str().expect("id").to_owned();
+        let space = alice.space("pages", "writer").await["id"]
+            .as_str()
+            .expect("id")
+            .to_owned();
         let mut sent = Vec::new();
         for n in 1..=5 {
             sent.push(alice.say(&space, &format!("m{n}"), &[]).await);
@@ -244,17 +300,34 @@ async fn pages_go_after_a_cursor_and_take_the_last_without_one() {
             async move { texts(&alice.read(&space, &query).await) }
         };
         assert_eq!(page("?all=true&limit=2".into()).await, ["m4", "m5"]);
-        assert_eq!(page(format!("?all=true&after={}&limit=2", sent[0])).await, ["m2", "m3"]);
-        assert_eq!(page(format!("?all=true&after={}&limit=2", sent[2])).await, ["m4", "m5"]);
-        assert_eq!(page(format!("?all=true&after={}", sent[4])).await, Vec::<String>::new());
+        assert_eq!(
+            page(format!("?all=true&after={}&limit=2", sent[0])).await,
+            ["m2", "m3"]
+        );
+        assert_eq!(
+            page(format!("?all=true&after={}&limit=2", sent[2])).await,
+            ["m4", "m5"]
+        );
+        assert_eq!(
+            page(format!("?all=true&after={}", sent[4])).await,
+            Vec::<String>::new()
+        );
         for (query, detail) in [
             ("?limit=0", "limit must be greater than 0".to_owned()),
             ("?limit=two", "limit must be greater than 0".to_owned()),
             ("?all=maybe", "all must be a boolean".to_owned()),
-            ("?after=01J0000000000000000000000X", format!("after: '01J0000000000000000000000X' not found in space '{space}'")),
+            (
+                "?after=01J0000000000000000000000X",
+                format!("after: '01J0000000000000000000000X' not found in space '{space}'"),
+            ),
         ] {
             let refused = alice
-                .expect(Method::GET, &format!("/spaces/{space}/messages{query}"), None, StatusCode::UNPROCESSABLE_ENTITY)
+                .expect(
+                    Method::GET,
+                    &format!("/spaces/{space}/messages{query}"),
+                    None,
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                )
                 .await;
             assert_eq!(refused, json!({"detail": detail}), "{query}");
         }
@@ -371,7 +444,10 @@ async fn the_causal_graph_of_a_bridged_space_is_the_dag_ioa_read_returns() {
     on_every_backend("ioa-graph", |subject| async move {
         let bridge = Bridge::start(subject.log.clone(), &subject.stream).await;
         let alice = bridge.register("alice").await;
-        let space = alice.space("graph", "planner").await["id"].as_str().expect("id").to_owned();
+        let space = alice.space("graph", "planner").await["id"]
+            .as_str()
+            .expect("id")
+            .to_owned();
         let root = alice.say(&space, "root", &[]).await;
         let a = alice.say(&space, "a", &[&root]).await;
         let b = alice.say(&space, "b", &[&root]).await;
@@ -380,13 +456,22 @@ async fn the_causal_graph_of_a_bridged_space_is_the_dag_ioa_read_returns() {
         let after = alice.say(&space, "after", &[&merge]).await;
         let conversation = space_conversation("graph");
         for start in [&root, &a, &b, &merge, &after] {
-            for (direction, query) in [(Direction::Up, "&direction=upstream"), (Direction::Down, "&direction=downstream"), (Direction::Both, "")] {
-                let read = alice.read(&space, &format!("?message_id={start}{query}")).await;
+            for (direction, query) in [
+                (Direction::Up, "&direction=upstream"),
+                (Direction::Down, "&direction=downstream"),
+                (Direction::Both, ""),
+            ] {
+                let read = alice
+                    .read(&space, &format!("?message_id={start}{query}"))
+                    .await;
                 let id: RecordId = start.parse().expect("a record id");
                 let graph = causal_graph(
                     &subject.log,
                     &bridge.topology,
-                    GraphStart { node: NodeKey::Record(id), conversation: Some(conversation) },
+                    GraphStart {
+                        node: NodeKey::Record(id),
+                        conversation: Some(conversation),
+                    },
                     direction,
                 )
                 .await
@@ -394,8 +479,18 @@ async fn the_causal_graph_of_a_bridged_space_is_the_dag_ioa_read_returns() {
                 let drawn: Vec<String> = graph.nodes().map(|n| n.key.to_string()).collect();
                 assert_eq!(drawn, ids(&read), "from {start} {direction:?}");
                 for message in &read {
-                    let key = NodeKey::Record(message["id"].as_str().expect("id").parse().expect("a record id"));
-                    let parents: Vec<String> = graph.parents(&key).iter().map(ToString::to_string).collect();
+                    let key = NodeKey::Record(
+                        message["id"]
+                            .as_str()
+                            .expect("id")
+                            .parse()
+                            .expect("a record id"),
+                    );
+                    let parents: Vec<String> = graph
+                        .parents(&key)
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect();
                     let refs: Vec<String> = message["refs"]["messages"]
                         .as_array()
                         .expect("refs")
@@ -403,24 +498,45 @@ async fn the_causal_graph_of_a_bridged_space_is_the_dag_ioa_read_returns() {
                         .map(|r| r.as_str().unwrap_or("").to_owned())
                         .filter(|r| drawn.contains(r))
                         .collect();
-                    assert_eq!(parents, refs, "the parents of {key} from {start} {direction:?}");
+                    assert_eq!(
+                        parents, refs,
+                        "the parents of {key} from {start} {direction:?}"
+                    );
                 }
             }
         }
         let graph = causal_graph(
             &subject.log,
             &bridge.topology,
-            GraphStart { node: NodeKey::Record(merge.parse().expect("id")), conversation: None },
+            GraphStart {
+                node: NodeKey::Record(merge.parse().expect("id")),
+                conversation: None,
+            },
             Direction::Up,
         )
         .await
         .expect("found without its conversation too");
-        let node = graph.node(&NodeKey::Record(merge.parse().expect("id"))).expect("the merge");
+        let node = graph
+            .node(&NodeKey::Record(merge.parse().expect("id")))
+            .expect("the merge");
         let envelope = node.first().envelope().expect("an envelope");
-        assert_eq!(envelope.cause.map(|c| c.to_string()), Some(c.clone()), "cause is the first parent");
-        let more = envelope.metadata.as_ref().and_then(|m| m.get(META_CAUSES)).and_then(|v| v.as_array()).expect("causes");
+        assert_eq!(
+            envelope.cause.map(|c| c.to_string()),
+            Some(c.clone()),
+            "cause is the first parent"
+        );
+        let more = envelope
+            .metadata
+            .as_ref()
+            .and_then(|m| m.get(META_CAUSES))
+            .and_then(|v| v.as_array())
+            .expect("causes");
         let more: Vec<&str> = more.iter().filter_map(|v| v.as_str()).collect();
-        assert_eq!(more, [b.as_str(), a.as_str()], "the other parents, in order");
+        assert_eq!(
+            more,
+            [b.as_str(), a.as_str()],
+            "the other parents, in order"
+        );
         bridge.stop().await;
     })
     .await;
@@ -434,7 +550,10 @@ async fn agdx_graph_draws_a_bridged_merge() {
     let log: SharedLog = Arc::new(EmbeddedLog::open(&path).expect("the log"));
     let bridge = Bridge::start(log, "agents").await;
     let alice = bridge.register("alice").await;
-    let space = alice.space("drawn", "planner").await["id"].as_str().expect("id").to_owned();
+    let space = alice.space("drawn", "planner").await["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
     let root = alice.say(&space, "root", &[]).await;
     let a = alice.say(&space, "left", &[&root]).await;
     let b = alice.say(&space, "right", &[&root]).await;
@@ -447,7 +566,11 @@ async fn agdx_graph_draws_a_bridged_merge() {
         .output()
         .expect("run agdx graph");
     let drawn = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let label = |text: &str| {
         drawn
             .lines()
@@ -456,9 +579,115 @@ async fn agdx_graph_draws_a_bridged_merge() {
             .unwrap_or_else(|| panic!("no box for {text} in:\n{drawn}"))
             .to_owned()
     };
-    let (root, a, b, merge) = (label("root"), label("left"), label("right"), label("merged"));
-    for edge in [format!("{root} --> {a}"), format!("{root} --> {b}"), format!("{a} --> {merge}"), format!("{b} --> {merge}")] {
-        assert!(drawn.lines().any(|l| l.trim() == edge), "missing {edge} in:\n{drawn}");
+    let (root, a, b, merge) = (
+        label("root"),
+        label("left"),
+        label("right"),
+        label("merged"),
+    );
+    for edge in [
+        format!("{root} --> {a}"),
+        format!("{root} --> {b}"),
+        format!("{a} --> {merge}"),
+        format!("{b} --> {merge}"),
+    ] {
+        assert!(
+            drawn.lines().any(|l| l.trim() == edge),
+            "missing {edge} in:\n{drawn}"
+        );
     }
     bridge.stop().await;
+}
+
+/// `agdx bridge ioa`, the command: serves on the address it prints, with
+/// the access key it is given, an open SSE stream does not keep it from
+/// stopping on SIGTERM, and a second run serves what the first wrote.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bridge_command_serves_until_terminated_and_again_after() {
+    use tokio::io::AsyncBufReadExt;
+    let dir = tempfile::tempdir().expect("a directory");
+    let log = format!("embedded:{}", dir.path().join("log").display());
+    let mut token = String::new();
+    for run in 0..2 {
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agdx"))
+            .args([
+                "--log",
+                &log,
+                "bridge",
+                "ioa",
+                "--listen",
+                "127.0.0.1:0",
+                "--access-key",
+                "KEY",
+            ])
+            .env_remove("AGDX_STREAM")
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start agdx bridge ioa");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut lines = tokio::io::BufReader::new(stdout).lines();
+        let first = lines
+            .next_line()
+            .await
+            .expect("read")
+            .expect("a first line");
+        let url = first
+            .split_whitespace()
+            .find(|w| w.starts_with("http://"))
+            .unwrap_or_else(|| panic!("no address in {first:?}"))
+            .to_owned();
+        let http = reqwest::Client::new();
+        if run == 0 {
+            let answer: Value = http
+                .post(format!("{url}/auth/register"))
+                .body(r#"{"name":"alice","access_key":"KEY"}"#)
+                .send()
+                .await
+                .expect("register")
+                .json()
+                .await
+                .expect("JSON");
+            token = answer["token"].as_str().expect("a token").to_owned();
+            let space = http
+                .post(format!("{url}/spaces"))
+                .header("x-access-key", "KEY")
+                .bearer_auth(&token)
+                .body(r#"{"name":"cli","description":"tester"}"#)
+                .send()
+                .await
+                .expect("join");
+            assert_eq!(space.status(), StatusCode::OK);
+        }
+        let spaces: Value = http
+            .get(format!("{url}/spaces"))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .expect("list")
+            .json()
+            .await
+            .expect("JSON");
+        assert_eq!(spaces[0]["name"], "cli", "run {run}: {spaces}");
+        let space = spaces[0]["id"].as_str().expect("an id").to_owned();
+        let stream = http
+            .get(format!("{url}/spaces/{space}/sse"))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .expect("a stream");
+        assert_eq!(stream.status(), StatusCode::OK);
+        let pid = child.id().expect("running");
+        let killed = Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .expect("kill");
+        assert!(killed.success());
+        let exit = tokio::time::timeout(support::PATIENCE, child.wait())
+            .await
+            .expect("the bridge stops despite the open stream")
+            .expect("wait");
+        assert!(exit.success(), "SIGTERM stops it cleanly: {exit}");
+        drop(stream);
+    }
 }

@@ -65,33 +65,46 @@ impl Shapes {
     fn check_definition(&mut self, value: &Value, name: &str, schema: &Value, at: &str) {
         match schema.get("type").and_then(Value::as_str) {
             Some("object") => {
-                let object = value.as_object().unwrap_or_else(|| panic!("{at}: {value} is not an object"));
+                let object = value
+                    .as_object()
+                    .unwrap_or_else(|| panic!("{at}: {value} is not an object"));
                 if let Some(properties) = schema.get("properties").and_then(Value::as_object) {
                     for (key, field) in object {
-                        let property = properties
-                            .get(key)
-                            .unwrap_or_else(|| panic!("{at}: field '{key}' is not in {name} of the contract"));
+                        let property = properties.get(key).unwrap_or_else(|| {
+                            panic!("{at}: field '{key}' is not in {name} of the contract")
+                        });
                         self.served.insert((name.to_owned(), key.clone()));
                         self.check(field, property, &format!("{at}.{key}"));
                     }
                     for key in properties.keys() {
                         let optional = OMITTED_WHEN_EMPTY.contains(&(name, key.as_str()));
-                        assert!(optional || object.contains_key(key), "{at}: {name} without '{key}': {value}");
+                        assert!(
+                            optional || object.contains_key(key),
+                            "{at}: {name} without '{key}': {value}"
+                        );
                     }
-                } else if let Some(values) = schema.get("additionalProperties").filter(|v| v.get("type").is_some()) {
+                } else if let Some(values) = schema
+                    .get("additionalProperties")
+                    .filter(|v| v.get("type").is_some())
+                {
                     for (key, field) in object {
                         self.check(field, values, &format!("{at}.{key}"));
                     }
                 }
             }
             Some("array") => {
-                let items = value.as_array().unwrap_or_else(|| panic!("{at}: {value} is not an array"));
+                let items = value
+                    .as_array()
+                    .unwrap_or_else(|| panic!("{at}: {value} is not an array"));
                 for (i, item) in items.iter().enumerate() {
                     self.check(item, &schema["items"], &format!("{at}[{i}]"));
                 }
             }
             Some("string") => assert!(value.is_string(), "{at}: {value} is not a string"),
-            Some("integer") => assert!(value.is_u64() || value.is_i64(), "{at}: {value} is not an integer"),
+            Some("integer") => assert!(
+                value.is_u64() || value.is_i64(),
+                "{at}: {value} is not an integer"
+            ),
             Some("boolean") => assert!(value.is_boolean(), "{at}: {value} is not a boolean"),
             _ => {}
         }
@@ -110,8 +123,21 @@ struct Case {
     status: StatusCode,
 }
 
-fn case(method: Method, template: &'static str, path: String, body: Option<Value>, status: StatusCode) -> Case {
-    Case { method, template, path, body, headers: &[], status }
+fn case(
+    method: Method,
+    template: &'static str,
+    path: String,
+    body: Option<Value>,
+    status: StatusCode,
+) -> Case {
+    Case {
+        method,
+        template,
+        path,
+        body,
+        headers: &[],
+        status,
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -123,12 +149,22 @@ async fn every_path_and_field_of_the_reference_contract_is_served_with_its_shape
     let alice = bridge.register("alice").await;
     let bob = bridge.register("bob").await;
     let mut shapes = Shapes {
-        definitions: contract["definitions"].as_object().expect("definitions").clone(),
+        definitions: contract["definitions"]
+            .as_object()
+            .expect("definitions")
+            .clone(),
         served: BTreeSet::new(),
     };
 
     // A node with a description, a space with tags, messages with every field.
-    let created = alice.call(Method::POST, "/spaces", Some(json!({"name": "contract", "description": "owner", "tags": ["a", "b"]})), &[("x-access-key", support::ioa::ACCESS_KEY)]).await;
+    let created = alice
+        .call(
+            Method::POST,
+            "/spaces",
+            Some(json!({"name": "contract", "description": "owner", "tags": ["a", "b"]})),
+            &[("x-access-key", support::ioa::ACCESS_KEY)],
+        )
+        .await;
     assert_eq!(created.0, StatusCode::OK);
     let space = created.1["id"].as_str().expect("id").to_owned();
     bob.space("contract", "reviewer").await;
@@ -140,53 +176,219 @@ async fn every_path_and_field_of_the_reference_contract_is_served_with_its_shape
         "meta": {"kind": "x"},
         "content_schema": {"type": "object"}
     });
-    let message = alice.send(&space, full.clone()).await["id"].as_str().expect("id").to_owned();
+    let message = alice.send(&space, full.clone()).await["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
 
     let mut cases = vec![
-        case(Method::GET, "/health", "/health".into(), None, StatusCode::OK),
+        case(
+            Method::GET,
+            "/health",
+            "/health".into(),
+            None,
+            StatusCode::OK,
+        ),
         case(Method::GET, "/ready", "/ready".into(), None, StatusCode::OK),
         case(Method::GET, "/nodes", "/nodes".into(), None, StatusCode::OK),
-        case(Method::POST, "/nodes", "/nodes".into(), Some(json!({"name": "carol", "description": "a tester", "meta": {"team": "qa"}})), StatusCode::CREATED),
-        case(Method::POST, "/nodes", "/nodes".into(), Some(json!({"name": ""})), StatusCode::UNPROCESSABLE_ENTITY),
-        case(Method::GET, "/nodes/{nodeID}", "/nodes/carol".into(), None, StatusCode::OK),
-        case(Method::GET, "/nodes/{nodeID}", "/nodes/nobody".into(), None, StatusCode::NOT_FOUND),
-        case(Method::GET, "/nodes/{nodeID}/inbox", "/nodes/bob/inbox".into(), None, StatusCode::OK),
-        case(Method::GET, "/nodes/{nodeID}/inbox", format!("/nodes/bob/inbox?after={root}&limit=5"), None, StatusCode::OK),
-        case(Method::GET, "/nodes/{nodeID}/inbox", "/nodes/nobody/inbox".into(), None, StatusCode::NOT_FOUND),
-        case(Method::GET, "/nodes/{nodeID}/inbox", "/nodes/bob/inbox?limit=0".into(), None, StatusCode::UNPROCESSABLE_ENTITY),
-        case(Method::GET, "/messages", "/messages".into(), None, StatusCode::OK),
+        case(
+            Method::POST,
+            "/nodes",
+            "/nodes".into(),
+            Some(json!({"name": "carol", "description": "a tester", "meta": {"team": "qa"}})),
+            StatusCode::CREATED,
+        ),
+        case(
+            Method::POST,
+            "/nodes",
+            "/nodes".into(),
+            Some(json!({"name": ""})),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        case(
+            Method::GET,
+            "/nodes/{nodeID}",
+            "/nodes/carol".into(),
+            None,
+            StatusCode::OK,
+        ),
+        case(
+            Method::GET,
+            "/nodes/{nodeID}",
+            "/nodes/nobody".into(),
+            None,
+            StatusCode::NOT_FOUND,
+        ),
+        case(
+            Method::GET,
+            "/nodes/{nodeID}/inbox",
+            "/nodes/bob/inbox".into(),
+            None,
+            StatusCode::OK,
+        ),
+        case(
+            Method::GET,
+            "/nodes/{nodeID}/inbox",
+            format!("/nodes/bob/inbox?after={root}&limit=5"),
+            None,
+            StatusCode::OK,
+        ),
+        case(
+            Method::GET,
+            "/nodes/{nodeID}/inbox",
+            "/nodes/nobody/inbox".into(),
+            None,
+            StatusCode::NOT_FOUND,
+        ),
+        case(
+            Method::GET,
+            "/nodes/{nodeID}/inbox",
+            "/nodes/bob/inbox?limit=0".into(),
+            None,
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
         case(
             Method::GET,
             "/messages",
-            format!("/messages?space_id={space}&message_id={message}&node_id=bob&sender=alice&ref_message={root}&ref_node=bob&after={root}&limit=3"),
+            "/messages".into(),
             None,
             StatusCode::OK,
         ),
-        case(Method::GET, "/messages", "/messages?node_id=nobody".into(), None, StatusCode::NOT_FOUND),
-        case(Method::GET, "/messages", "/messages?limit=-1".into(), None, StatusCode::UNPROCESSABLE_ENTITY),
-        case(Method::GET, "/spaces", "/spaces".into(), None, StatusCode::OK),
-        case(Method::GET, "/spaces/{spaceID}", format!("/spaces/{space}"), None, StatusCode::OK),
-        case(Method::GET, "/spaces/{spaceID}", "/spaces/01J0000000000000000000000X".into(), None, StatusCode::NOT_FOUND),
-        case(Method::GET, "/spaces/{spaceID}/messages", format!("/spaces/{space}/messages?all=true"), None, StatusCode::OK),
+        case(
+            Method::GET,
+            "/messages",
+            format!(
+                "/messages?space_id={space}&message_id={message}&node_id=bob&sender=alice&ref_message={root}&ref_node=bob&after={root}&limit=3"
+            ),
+            None,
+            StatusCode::OK,
+        ),
+        case(
+            Method::GET,
+            "/messages",
+            "/messages?node_id=nobody".into(),
+            None,
+            StatusCode::NOT_FOUND,
+        ),
+        case(
+            Method::GET,
+            "/messages",
+            "/messages?limit=-1".into(),
+            None,
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        case(
+            Method::GET,
+            "/spaces",
+            "/spaces".into(),
+            None,
+            StatusCode::OK,
+        ),
+        case(
+            Method::GET,
+            "/spaces/{spaceID}",
+            format!("/spaces/{space}"),
+            None,
+            StatusCode::OK,
+        ),
+        case(
+            Method::GET,
+            "/spaces/{spaceID}",
+            "/spaces/01J0000000000000000000000X".into(),
+            None,
+            StatusCode::NOT_FOUND,
+        ),
         case(
             Method::GET,
             "/spaces/{spaceID}/messages",
-            format!("/spaces/{space}/messages?message_id={message}&direction=upstream&after={root}&limit=2&all=false&listen=false"),
+            format!("/spaces/{space}/messages?all=true"),
             None,
             StatusCode::OK,
         ),
-        case(Method::GET, "/spaces/{spaceID}/messages", "/spaces/01J0000000000000000000000X/messages".into(), None, StatusCode::NOT_FOUND),
-        case(Method::GET, "/spaces/{spaceID}/messages", format!("/spaces/{space}/messages?limit=0"), None, StatusCode::UNPROCESSABLE_ENTITY),
-        case(Method::POST, "/spaces/{spaceID}/messages", format!("/spaces/{space}/messages"), Some(full.clone()), StatusCode::CREATED),
-        case(Method::POST, "/spaces/{spaceID}/messages", "/spaces/01J0000000000000000000000X/messages".into(), Some(json!({"content": {}})), StatusCode::NOT_FOUND),
-        case(Method::POST, "/spaces/{spaceID}/messages", format!("/spaces/{space}/messages"), Some(json!({"content": null})), StatusCode::UNPROCESSABLE_ENTITY),
-        case(Method::GET, "/spaces/{spaceID}/sse", "/spaces/01J0000000000000000000000X/sse".into(), None, StatusCode::NOT_FOUND),
-        case(Method::GET, "/spaces/{spaceID}/messages/{messageID}/sse", format!("/spaces/{space}/messages/01J0000000000000000000000X/sse"), None, StatusCode::NOT_FOUND),
-        case(Method::GET, "/nodes/{nodeID}/sse", "/nodes/nobody/sse".into(), None, StatusCode::NOT_FOUND),
-        case(Method::POST, "/spaces", "/spaces".into(), Some(json!({"name": "contract", "description": "re-joined"})), StatusCode::OK),
-        case(Method::POST, "/spaces", "/spaces".into(), Some(json!({"name": ""})), StatusCode::UNPROCESSABLE_ENTITY),
+        case(
+            Method::GET,
+            "/spaces/{spaceID}/messages",
+            format!(
+                "/spaces/{space}/messages?message_id={message}&direction=upstream&after={root}&limit=2&all=false&listen=false"
+            ),
+            None,
+            StatusCode::OK,
+        ),
+        case(
+            Method::GET,
+            "/spaces/{spaceID}/messages",
+            "/spaces/01J0000000000000000000000X/messages".into(),
+            None,
+            StatusCode::NOT_FOUND,
+        ),
+        case(
+            Method::GET,
+            "/spaces/{spaceID}/messages",
+            format!("/spaces/{space}/messages?limit=0"),
+            None,
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        case(
+            Method::POST,
+            "/spaces/{spaceID}/messages",
+            format!("/spaces/{space}/messages"),
+            Some(full.clone()),
+            StatusCode::CREATED,
+        ),
+        case(
+            Method::POST,
+            "/spaces/{spaceID}/messages",
+            "/spaces/01J0000000000000000000000X/messages".into(),
+            Some(json!({"content": {}})),
+            StatusCode::NOT_FOUND,
+        ),
+        case(
+            Method::POST,
+            "/spaces/{spaceID}/messages",
+            format!("/spaces/{space}/messages"),
+            Some(json!({"content": null})),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        case(
+            Method::GET,
+            "/spaces/{spaceID}/sse",
+            "/spaces/01J0000000000000000000000X/sse".into(),
+            None,
+            StatusCode::NOT_FOUND,
+        ),
+        case(
+            Method::GET,
+            "/spaces/{spaceID}/messages/{messageID}/sse",
+            format!("/spaces/{space}/messages/01J0000000000000000000000X/sse"),
+            None,
+            StatusCode::NOT_FOUND,
+        ),
+        case(
+            Method::GET,
+            "/nodes/{nodeID}/sse",
+            "/nodes/nobody/sse".into(),
+            None,
+            StatusCode::NOT_FOUND,
+        ),
+        case(
+            Method::POST,
+            "/spaces",
+            "/spaces".into(),
+            Some(json!({"name": "contract", "description": "re-joined"})),
+            StatusCode::OK,
+        ),
+        case(
+            Method::POST,
+            "/spaces",
+            "/spaces".into(),
+            Some(json!({"name": ""})),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
     ];
-    for case in cases.iter_mut().filter(|c| c.method == Method::POST && c.template == "/spaces") {
+    for case in cases
+        .iter_mut()
+        .filter(|c| c.method == Method::POST && c.template == "/spaces")
+    {
         case.headers = &[("x-access-key", support::ioa::ACCESS_KEY)];
     }
 
@@ -195,28 +397,58 @@ async fn every_path_and_field_of_the_reference_contract_is_served_with_its_shape
     for case in &cases {
         let operation = &paths
             .get(case.template)
-            .unwrap_or_else(|| panic!("{} is not in the contract", case.template))[case.method.as_str().to_lowercase()];
-        assert!(operation.is_object(), "{} {} is not in the contract", case.method, case.template);
-        let (status, answer) = alice.call(case.method.clone(), &case.path, case.body.clone(), case.headers).await;
+            .unwrap_or_else(|| panic!("{} is not in the contract", case.template))
+            [case.method.as_str().to_lowercase()];
+        assert!(
+            operation.is_object(),
+            "{} {} is not in the contract",
+            case.method,
+            case.template
+        );
+        let (status, answer) = alice
+            .call(
+                case.method.clone(),
+                &case.path,
+                case.body.clone(),
+                case.headers,
+            )
+            .await;
         let what = format!("{} {}", case.method, case.path);
         assert_eq!(status, case.status, "{what}: {answer}");
         let response = &operation["responses"][status.as_u16().to_string()];
-        assert!(response.is_object(), "{what}: the contract lists no {status} answer");
+        assert!(
+            response.is_object(),
+            "{what}: the contract lists no {status} answer"
+        );
         shapes.check(&answer, &response["schema"], &what);
         for parameter in operation["parameters"].as_array().into_iter().flatten() {
             let name = parameter["name"].as_str().unwrap_or("");
             if parameter["in"] == "query" {
-                let used = cases.iter().any(|c| c.template == case.template && c.method == case.method && c.path.contains(&format!("{name}=")));
-                assert!(used, "{} {}: query parameter {name} is exercised", case.method, case.template);
+                let used = cases.iter().any(|c| {
+                    c.template == case.template
+                        && c.method == case.method
+                        && c.path.contains(&format!("{name}="))
+                });
+                assert!(
+                    used,
+                    "{} {}: query parameter {name} is exercised",
+                    case.method, case.template
+                );
             }
         }
-        exercised.insert((case.method.as_str().to_lowercase(), case.template.to_owned()));
+        exercised.insert((
+            case.method.as_str().to_lowercase(),
+            case.template.to_owned(),
+        ));
     }
 
     // The event streams: one message event each, shaped as a Message.
     let streams = [
         ("/spaces/{spaceID}/sse", format!("/spaces/{space}/sse")),
-        ("/spaces/{spaceID}/messages/{messageID}/sse", format!("/spaces/{space}/messages/{root}/sse")),
+        (
+            "/spaces/{spaceID}/messages/{messageID}/sse",
+            format!("/spaces/{space}/messages/{root}/sse"),
+        ),
         ("/nodes/{nodeID}/sse", "/nodes/bob/sse".to_owned()),
     ];
     for (template, path) in &streams {
@@ -233,25 +465,58 @@ async fn every_path_and_field_of_the_reference_contract_is_served_with_its_shape
     let listed: BTreeSet<(String, String)> = paths
         .iter()
         .flat_map(|(path, methods)| {
-            methods.as_object().into_iter().flatten().map(move |(method, _)| (method.clone(), path.clone()))
+            methods
+                .as_object()
+                .into_iter()
+                .flatten()
+                .map(move |(method, _)| (method.clone(), path.clone()))
         })
         .collect();
-    assert_eq!(exercised, listed, "every path and method of the contract is served");
+    assert_eq!(
+        exercised, listed,
+        "every path and method of the contract is served"
+    );
 
     // Every field of every answer definition was served at least once.
-    for name in ["protocols.Message", "protocols.Node", "protocols.Ref", "protocols.SpaceInfo", "protocols.ErrorResponse"] {
-        for key in shapes.definitions[name]["properties"].as_object().expect("properties").keys() {
-            assert!(shapes.served.contains(&(name.to_owned(), key.clone())), "{name}.{key} was never served");
+    for name in [
+        "protocols.Message",
+        "protocols.Node",
+        "protocols.Ref",
+        "protocols.SpaceInfo",
+        "protocols.ErrorResponse",
+    ] {
+        for key in shapes.definitions[name]["properties"]
+            .as_object()
+            .expect("properties")
+            .keys()
+        {
+            assert!(
+                shapes.served.contains(&(name.to_owned(), key.clone())),
+                "{name}.{key} was never served"
+            );
         }
     }
     // And every field of the request definitions was accepted.
     let sent = |name: &str, body: &Value| {
-        for key in contract["definitions"][name]["properties"].as_object().expect("properties").keys() {
-            assert!(body.get(key).is_some(), "{name}.{key} is not sent by any case");
+        for key in contract["definitions"][name]["properties"]
+            .as_object()
+            .expect("properties")
+            .keys()
+        {
+            assert!(
+                body.get(key).is_some(),
+                "{name}.{key} is not sent by any case"
+            );
         }
     };
     sent("protocols.SendMessage", &full);
-    sent("protocols.NodeCreate", &json!({"name": "carol", "description": "a tester", "meta": {"team": "qa"}}));
-    sent("protocols.SpaceCreate", &json!({"name": "contract", "description": "owner", "tags": ["a", "b"]}));
+    sent(
+        "protocols.NodeCreate",
+        &json!({"name": "carol", "description": "a tester", "meta": {"team": "qa"}}),
+    );
+    sent(
+        "protocols.SpaceCreate",
+        &json!({"name": "contract", "description": "owner", "tags": ["a", "b"]}),
+    );
     bridge.stop().await;
 }

@@ -19,7 +19,10 @@ async fn a_listener_resumes_from_last_event_id_without_losing_or_repeating() {
         let bridge = Bridge::start(subject.log.clone(), &subject.stream).await;
         let alice = bridge.register("alice").await;
         let bob = bridge.register("bob").await;
-        let space = alice.space("live", "writer").await["id"].as_str().expect("id").to_owned();
+        let space = alice.space("live", "writer").await["id"]
+            .as_str()
+            .expect("id")
+            .to_owned();
         bob.space("live", "reader").await;
         let before = alice.say(&space, "before", &[]).await;
         let listen = format!("/spaces/{space}/messages?listen=true&all=true");
@@ -42,7 +45,10 @@ async fn a_listener_resumes_from_last_event_id_without_losing_or_repeating() {
         let first = alice.say(&space, "one", &[&before]).await;
         let second = alice.say(&space, "two", &[&first]).await;
         let (id, data) = events.next_message().await;
-        assert_eq!((id.as_str(), data["content"]["text"].as_str()), (first.as_str(), Some("one")));
+        assert_eq!(
+            (id.as_str(), data["content"]["text"].as_str()),
+            (first.as_str(), Some("one"))
+        );
         assert_eq!(data["space_id"], space.as_str());
         let (id, _) = events.next_message().await;
         assert_eq!(id, second);
@@ -106,16 +112,23 @@ async fn each_stream_shows_what_its_read_shows() {
         let bridge = Bridge::start(subject.log.clone(), &subject.stream).await;
         let alice = bridge.register("alice").await;
         let bob = bridge.register("bob").await;
-        let space = alice.space("streams", "writer").await["id"].as_str().expect("id").to_owned();
+        let space = alice.space("streams", "writer").await["id"]
+            .as_str()
+            .expect("id")
+            .to_owned();
         bob.space("streams", "reader").await;
-        let other = alice.space("elsewhere", "writer").await["id"].as_str().expect("id").to_owned();
+        let other = alice.space("elsewhere", "writer").await["id"]
+            .as_str()
+            .expect("id")
+            .to_owned();
         let root = alice.say(&space, "root", &[]).await;
         let side = alice.say(&space, "side", &[]).await;
 
         let mut everything = Events::open(&bob, &format!("/spaces/{space}/sse"), None).await;
         let mut below_root =
             Events::open(&bob, &format!("/spaces/{space}/messages/{root}/sse"), None).await;
-        let mut for_bob = Events::open(&bob, &format!("/spaces/{space}/messages?listen=true"), None).await;
+        let mut for_bob =
+            Events::open(&bob, &format!("/spaces/{space}/messages?listen=true"), None).await;
         let mut bobs_node = Events::open(&bob, "/nodes/bob/sse", None).await;
         let mut below_side = Events::open(
             &bob,
@@ -127,7 +140,10 @@ async fn each_stream_shows_what_its_read_shows() {
         let child = alice.say(&space, "child", &[&root]).await;
         let grandchild = alice.say(&space, "grandchild", &[&child]).await;
         let to_bob = alice
-            .send(&space, json!({"content": {"text": "to bob"}, "refs": {"nodes": ["bob"]}}))
+            .send(
+                &space,
+                json!({"content": {"text": "to bob"}, "refs": {"nodes": ["bob"]}}),
+            )
             .await["id"]
             .as_str()
             .expect("id")
@@ -135,18 +151,36 @@ async fn each_stream_shows_what_its_read_shows() {
         let broadcast = alice.say(&space, "broadcast", &[]).await;
         let own = bob.say(&space, "bob's own", &[]).await;
         let elsewhere = alice
-            .send(&other, json!({"content": {"text": "elsewhere"}, "refs": {"nodes": ["bob"]}}))
+            .send(
+                &other,
+                json!({"content": {"text": "elsewhere"}, "refs": {"nodes": ["bob"]}}),
+            )
             .await["id"]
             .as_str()
             .expect("id")
             .to_owned();
         let merged = alice.say(&space, "merged", &[&side, &grandchild]).await;
 
-        let all = vec![child.clone(), grandchild.clone(), to_bob.clone(), broadcast.clone(), own.clone(), merged.clone()];
+        let all = vec![
+            child.clone(),
+            grandchild.clone(),
+            to_bob.clone(),
+            broadcast.clone(),
+            own.clone(),
+            merged.clone(),
+        ];
         assert_eq!(everything.ids(6).await, all);
         assert_eq!(below_root.ids(3).await, [child, grandchild, merged.clone()]);
-        assert_eq!(for_bob.ids(2).await, [to_bob.clone(), broadcast], "addressed to bob or broadcast, not his own");
-        assert_eq!(bobs_node.ids(2).await, [to_bob, elsewhere], "naming bob, in any space");
+        assert_eq!(
+            for_bob.ids(2).await,
+            [to_bob.clone(), broadcast],
+            "addressed to bob or broadcast, not his own"
+        );
+        assert_eq!(
+            bobs_node.ids(2).await,
+            [to_bob, elsewhere],
+            "naming bob, in any space"
+        );
         assert_eq!(below_side.ids(1).await, [merged]);
         let quiet = Duration::from_millis(300);
         everything.expect_quiet(quiet).await;

@@ -28,7 +28,11 @@ fn connect(client: &Client) -> support::ioa::Boxed<Mcp> {
 }
 
 /// Calls a tool; its text parsed as JSON, or the error text.
-fn call(mcp: &Mcp, tool: &'static str, arguments: Value) -> support::ioa::Boxed<Result<Value, String>> {
+fn call(
+    mcp: &Mcp,
+    tool: &'static str,
+    arguments: Value,
+) -> support::ioa::Boxed<Result<Value, String>> {
     let arguments: Map<String, Value> = match arguments {
         Value::Object(map) => map,
         _ => Map::new(),
@@ -38,7 +42,10 @@ fn call(mcp: &Mcp, tool: &'static str, arguments: Value) -> support::ioa::Boxed<
         let request = CallToolRequestParams::new(tool).with_arguments(arguments);
         let result: CallToolResult = peer.call_tool(request).await.expect("the tool answers");
         let content = serde_json::to_value(&result.content).expect("JSON");
-        let text = content[0]["text"].as_str().expect("a text result").to_owned();
+        let text = content[0]["text"]
+            .as_str()
+            .expect("a text result")
+            .to_owned();
         if result.is_error == Some(true) {
             Err(text)
         } else {

@@ -117,6 +117,7 @@ fn examples_show_the_first_session_to_copy() {
         "agdx dlq redrive",
         "agdx agents --watch",
         "--metrics",
+        "agdx bridge ioa",
     ] {
         assert!(text.contains(command), "agdx examples shows {command}");
     }

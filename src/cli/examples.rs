@@ -126,6 +126,22 @@ Kafka-protocol cluster instead (session 13).
              {"ok":true,"action":"memory_list","scope":"notes"}
              # no or a wrong token: 401 {"error":"invalid token"}
 
+16. IOA clients on the log: an IOA server whose only store is the log
+   shell 1:  agdx bridge ioa --listen 127.0.0.1:8765 --access-key KEY
+   shell 2:  curl -s -X POST 127.0.0.1:8765/auth/register -d '{"name":"alice","access_key":"KEY"}'
+             {"id":"alice","name":"alice","token":"02b8…"}
+   shell 2:  curl -s -X POST 127.0.0.1:8765/spaces -H 'X-Access-Key: KEY' -H 'Authorization: Bearer 02b8…' \
+               -d '{"name":"incident-42","description":"on call"}'
+             {"id":"6TWV5NE4245KJQSX69V6HQ848Y","name":"incident-42",...}
+   shell 2:  curl -s -X POST 127.0.0.1:8765/spaces/6TWV5NE4245KJQSX69V6HQ848Y/messages \
+               -H 'Authorization: Bearer 02b8…' -d '{"content":{"text":"disk full"}}'
+   shell 3:  curl -sN '127.0.0.1:8765/spaces/6TWV5NE4245KJQSX69V6HQ848Y/messages?listen=true&all=true' \
+               -H 'Authorization: Bearer 02b8…'
+             # event: message / id: <message id> / data: <message JSON>; reconnect with
+             # -H 'Last-Event-ID: <id>' to go on after it; MCP tools at /mcp with the token
+   shell 2:  agdx graph 01M8...MESSAGE --down
+             # the messages are events on agent.commands: the log tools read them
+
 Exit codes of `agdx ask`: 0 reply printed, 3 the agent answered with an error,
 4 no reply in time (--timeout), 1 anything else (message on stderr).
 "#;

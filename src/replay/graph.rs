@@ -574,7 +574,11 @@ mod tests {
         assert_eq!(graph.missing().count(), 0);
         let down = CausalGraph::from_records(records, &key(2), Direction::Down).expect("found");
         let downs: Vec<NodeKey> = down.nodes().map(|n| n.key).collect();
-        assert_eq!(downs, [key(2), key(3), key(4)], "found below its second cause");
+        assert_eq!(
+            downs,
+            [key(2), key(3), key(4)],
+            "found below its second cause"
+        );
     }
 
     #[test]

@@ -297,9 +297,12 @@ impl Events {
                 let raw: String = self.buffer.drain(..end + 2).collect();
                 return Some(parse_frame(&raw));
             }
-            let chunk = tokio::time::timeout_at(deadline, self.body.next()).await.ok()??;
+            let chunk = tokio::time::timeout_at(deadline, self.body.next())
+                .await
+                .ok()??;
             let chunk = chunk.expect("the stream reads");
-            self.buffer.push_str(std::str::from_utf8(&chunk).expect("UTF-8"));
+            self.buffer
+                .push_str(std::str::from_utf8(&chunk).expect("UTF-8"));
         }
     }
 

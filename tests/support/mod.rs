@@ -17,8 +17,8 @@ pub mod agents;
 pub mod ax_ipc;
 pub mod embedded;
 pub mod fabric;
-pub mod ioa;
 pub mod iggy;
+pub mod ioa;
 pub mod kafka;
 pub mod postgres;
 

@@ -85,7 +85,11 @@ pub(crate) fn router(bridge: IoaBridge) -> Router {
 }
 
 /// Resolves the caller, or refuses the request as the reference does.
-async fn authenticate(State(bridge): State<IoaBridge>, mut request: Request, next: Next) -> Response {
+async fn authenticate(
+    State(bridge): State<IoaBridge>,
+    mut request: Request,
+    next: Next,
+) -> Response {
     let path = request.uri().path().trim_end_matches('/');
     if path == "/health" || path == "/ready" || path.starts_with("/auth") {
         return next.run(request).await;
@@ -109,7 +113,9 @@ fn caller(bridge: &IoaBridge, headers: &HeaderMap, bootstrap: bool) -> Answer<Op
             .filter(|v| !v.is_empty())
     };
     let named = text(header::HeaderName::from_static("x-node-id"));
-    let authorization = headers.get(header::AUTHORIZATION).map(|v| v.to_str().unwrap_or(""));
+    let authorization = headers
+        .get(header::AUTHORIZATION)
+        .map(|v| v.to_str().unwrap_or(""));
     if bootstrap {
         match text(header::HeaderName::from_static("x-access-key")) {
             None => return Err(IoaError::Unauthorized("access key required".into())),
@@ -123,7 +129,9 @@ fn caller(bridge: &IoaBridge, headers: &HeaderMap, bootstrap: bool) -> Answer<Op
             return Ok(named.map(str::to_owned));
         };
         let Some(token) = authorization.strip_prefix("Bearer ") else {
-            return Err(IoaError::Unauthorized("invalid authorization header".into()));
+            return Err(IoaError::Unauthorized(
+                "invalid authorization header".into(),
+            ));
         };
         return token_caller(bridge, token, named).map(Some);
     }
@@ -191,7 +199,9 @@ impl Params {
             "" => Ok(None),
             raw => match raw.parse::<usize>() {
                 Ok(n) if n > 0 => Ok(Some(n)),
-                _ => Err(IoaError::InvalidInput("limit must be greater than 0".into())),
+                _ => Err(IoaError::InvalidInput(
+                    "limit must be greater than 0".into(),
+                )),
             },
         }
     }
@@ -307,7 +317,9 @@ async fn send_message(
     request: Result<Bytes, BytesRejection>,
 ) -> Answer<Response> {
     let bytes = raw(&bridge, request)?;
-    let message = bridge.send(&space, caller.as_deref(), bytes.to_vec()).await?;
+    let message = bridge
+        .send(&space, caller.as_deref(), bytes.to_vec())
+        .await?;
     Ok((StatusCode::CREATED, Json(message)).into_response())
 }
 
@@ -463,11 +475,7 @@ impl Feed {
 
 /// An SSE response: `event: message`, `id: <message id>`, `data: <Message
 /// JSON>` per message, and a `: keepalive` comment when idle.
-fn events(
-    bridge: IoaBridge,
-    feed: Feed,
-    changed: tokio::sync::watch::Receiver<u64>,
-) -> Response {
+fn events(bridge: IoaBridge, feed: Feed, changed: tokio::sync::watch::Receiver<u64>) -> Response {
     let keepalive = KeepAlive::new()
         .interval(bridge.config().keepalive)
         .text("keepalive");
@@ -486,22 +494,25 @@ fn stream(
     changed: tokio::sync::watch::Receiver<u64>,
 ) -> impl Stream<Item = Result<Event, Infallible>> {
     let state = (bridge, feed, changed, VecDeque::<Arc<StoredMessage>>::new());
-    futures_util::stream::unfold(state, |(bridge, mut feed, mut changed, mut queue)| async move {
-        loop {
-            if let Some(message) = queue.pop_front() {
-                let event = event(&message);
-                return Some((Ok(event), (bridge, feed, changed, queue)));
-            }
-            let new = bridge.inner.shared.read(|v| feed.take(v));
-            if new.is_empty() {
-                tokio::select! {
-                    seen = changed.changed() => seen.ok()?,
-                    () = bridge.inner.closing.cancelled() => return None,
+    futures_util::stream::unfold(
+        state,
+        |(bridge, mut feed, mut changed, mut queue)| async move {
+            loop {
+                if let Some(message) = queue.pop_front() {
+                    let event = event(&message);
+                    return Some((Ok(event), (bridge, feed, changed, queue)));
                 }
+                let new = bridge.inner.shared.read(|v| feed.take(v));
+                if new.is_empty() {
+                    tokio::select! {
+                        seen = changed.changed() => seen.ok()?,
+                        () = bridge.inner.closing.cancelled() => return None,
+                    }
+                }
+                queue.extend(new);
             }
-            queue.extend(new);
-        }
-    })
+        },
+    )
 }
 
 fn event(message: &StoredMessage) -> Event {

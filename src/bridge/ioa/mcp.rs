@@ -126,20 +126,26 @@ fn text(args: &JsonObject, name: &str) -> Result<Option<String>, IoaError> {
 }
 
 fn required(args: &JsonObject, name: &str) -> Result<String, IoaError> {
-    text(args, name)?.ok_or_else(|| {
-        IoaError::InvalidInput(format!("required argument \"{name}\" not found"))
-    })
+    text(args, name)?
+        .ok_or_else(|| IoaError::InvalidInput(format!("required argument \"{name}\" not found")))
 }
 
 impl IoaTools {
-    async fn call(&self, name: &str, args: JsonObject, caller: Option<&str>) -> Result<String, IoaError> {
+    async fn call(
+        &self,
+        name: &str,
+        args: JsonObject,
+        caller: Option<&str>,
+    ) -> Result<String, IoaError> {
         let bridge = &self.bridge;
         let answer = match name {
             "ioa_space" => {
                 let tags = match args.get("tags") {
                     None | Some(Value::Null) => Vec::new(),
                     Some(tags) => serde_json::from_value(tags.clone()).map_err(|_| {
-                        IoaError::InvalidInput("argument \"tags\" must be an array of strings".into())
+                        IoaError::InvalidInput(
+                            "argument \"tags\" must be an array of strings".into(),
+                        )
                     })?,
                 };
                 let body = SpaceCreate {

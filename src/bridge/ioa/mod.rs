@@ -157,12 +157,8 @@ impl IoaBridge {
             ))
         })?;
         let shared = Arc::new(Shared::new());
-        let followers = tail::load_and_follow(
-            &log,
-            &[&topology.registry, &topology.commands],
-            &shared,
-        )
-        .await?;
+        let followers =
+            tail::load_and_follow(&log, &[&topology.registry, &topology.commands], &shared).await?;
         let producer = Producer::new(log.clone(), topology.clone(), source);
         Ok(Self {
             inner: Arc::new(Inner {

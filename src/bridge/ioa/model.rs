@@ -242,7 +242,12 @@ mod tests {
             serde_json::from_slice(br#"{"content": null, "meta": { }}"#).expect("a message");
         assert!(message.content.is_none());
         assert!(message.meta.as_deref().is_some_and(is_empty_object));
-        let tags = ["a".to_owned(), " b ".to_owned(), "a".to_owned(), " ".to_owned()];
+        let tags = [
+            "a".to_owned(),
+            " b ".to_owned(),
+            "a".to_owned(),
+            " ".to_owned(),
+        ];
         assert_eq!(normalize_tags(&tags), ["a", "b"]);
     }
 }

@@ -30,7 +30,9 @@ use crate::ids::new_record_id;
 use crate::log::LogRecord;
 use crate::replay::{META_CAUSES, ReplayRecord};
 
-use super::model::{Refs, SendMessage, SpaceCreate, is_empty_object, is_object, space_conversation};
+use super::model::{
+    Refs, SendMessage, SpaceCreate, is_empty_object, is_object, space_conversation,
+};
 
 /// The operation of a node's registration event.
 pub const OP_NODE: &str = "ioa.node";
@@ -101,7 +103,9 @@ pub(crate) fn read(topic: &str, record: LogRecord) -> Option<IoaRecord> {
             let node: NodeRecord = serde_json::from_slice(&envelope.body).ok()?;
             (node.id == envelope.source.as_str()).then_some(IoaRecord::Node { record: id, node })
         }
-        (Kind::Status, Some(op)) if op == StatusOperation::Progress.as_str() && is_join(envelope) => {
+        (Kind::Status, Some(op))
+            if op == StatusOperation::Progress.as_str() && is_join(envelope) =>
+        {
             let join: SpaceCreate = serde_json::from_slice(&envelope.body).ok()?;
             // A join names its space; one filed under another conversation is bogus.
             (space_conversation(&join.name) == envelope.conversation).then(|| IoaRecord::Join {
@@ -184,7 +188,10 @@ pub(crate) fn message(
     first_at: Option<LogPosition>,
 ) -> Outgoing {
     let mut metadata = hops(bridge);
-    let mut parents = refs.messages.iter().filter_map(|m| m.parse::<RecordId>().ok());
+    let mut parents = refs
+        .messages
+        .iter()
+        .filter_map(|m| m.parse::<RecordId>().ok());
     let mut envelope = AgentEnvelope::event(new_record_id(), space, sender.clone(), body)
         .with_operation(OP_MESSAGE);
     if let Some(first) = parents.next() {

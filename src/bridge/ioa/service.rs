@@ -364,8 +364,10 @@ impl IoaBridge {
                 .all_messages()
                 .into_iter()
                 .filter(|m| {
-                    (filter.space_id.is_empty() || v.space(&filter.space_id).map(|s| s.id) == Some(m.space))
-                        && (filter.message_id.is_empty() || m.id.to_string().eq_ignore_ascii_case(&filter.message_id))
+                    (filter.space_id.is_empty()
+                        || v.space(&filter.space_id).map(|s| s.id) == Some(m.space))
+                        && (filter.message_id.is_empty()
+                            || m.id.to_string().eq_ignore_ascii_case(&filter.message_id))
                         && (filter.sender.is_empty() || m.sender == filter.sender)
                 })
                 .collect();
@@ -382,7 +384,10 @@ impl IoaBridge {
                         || m.sender == filter.node_id
                         || has(&m.refs.nodes, &filter.node_id))
                         && (filter.ref_message.is_empty()
-                            || m.refs.messages.iter().any(|r| r.eq_ignore_ascii_case(&filter.ref_message)))
+                            || m.refs
+                                .messages
+                                .iter()
+                                .any(|r| r.eq_ignore_ascii_case(&filter.ref_message)))
                         && (filter.ref_node.is_empty() || has(&m.refs.nodes, &filter.ref_node))
                 })
                 .collect();

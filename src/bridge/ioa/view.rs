@@ -77,12 +77,14 @@ impl View {
                 }
                 // The first registration of a name defines the node, as the
                 // reference keeps a node's first name, description and meta.
-                self.nodes.entry(node.id.clone()).or_insert_with(|| NodeOut {
-                    id: node.id.clone(),
-                    name: node.name.clone(),
-                    description: node.description.clone(),
-                    meta: node.meta.clone(),
-                });
+                self.nodes
+                    .entry(node.id.clone())
+                    .or_insert_with(|| NodeOut {
+                        id: node.id.clone(),
+                        name: node.name.clone(),
+                        description: node.description.clone(),
+                        meta: node.meta.clone(),
+                    });
                 if let Some(hash) = node.token_sha256 {
                     self.tokens.entry(hash).or_insert(node.id);
                 }

@@ -17,7 +17,12 @@ pub struct IoaArgs {
 
     /// The key that registers nodes (POST /auth/register) and creates spaces
     /// (X-Access-Key); a random one is made and printed when not given.
-    #[arg(long, value_name = "KEY", env = "IOA_ACCESS_KEY", hide_env_values = true)]
+    #[arg(
+        long,
+        value_name = "KEY",
+        env = "IOA_ACCESS_KEY",
+        hide_env_values = true
+    )]
     pub access_key: Option<String>,
 
     /// How often an idle event stream gets a `: keepalive` comment.
@@ -52,9 +57,14 @@ pub async fn run(global: &Global, args: IoaArgs) -> Result<(), Failure> {
         .await
         .map_err(|e| Failure::new(format!("cannot listen on {}: {e}", args.listen)))?;
     let address = listener.local_addr()?;
-    println!("agdx bridge ioa: serving http://{address} (REST, SSE, MCP at /mcp) from {describe}, stream '{}'", global.stream);
+    println!(
+        "agdx bridge ioa: serving http://{address} (REST, SSE, MCP at /mcp) from {describe}, stream '{}'",
+        global.stream
+    );
     if generated {
-        println!("access key: {access_key} (generated; pass --access-key or IOA_ACCESS_KEY to choose one)");
+        println!(
+            "access key: {access_key} (generated; pass --access-key or IOA_ACCESS_KEY to choose one)"
+        );
     }
     bridge
         .serve(listener, async {
