@@ -209,7 +209,7 @@ async fn threads_trees_and_merges_read_in_every_mode_and_direction() {
         let to_alice = alice
             .expect(Method::GET, &format!("/messages?space_id={space}&ref_node=alice"), None, StatusCode::OK)
             .await;
-        assert_eq!(ids(to_alice.as_array().expect("an array")), [merge.clone()]);
+        assert_eq!(ids(to_alice.as_array().expect("an array")), [merge]);
         bridge.stop().await;
     })
     .await;

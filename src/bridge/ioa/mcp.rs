@@ -179,7 +179,7 @@ impl IoaTools {
                     None | Some(Value::Null) => None,
                     Some(n) => match n.as_f64() {
                         Some(n) if n >= 1.0 => Some(n as usize),
-                        Some(n) if n == 0.0 => None,
+                        Some(0.0) => None,
                         _ => {
                             return Err(IoaError::InvalidInput(
                                 "limit must be greater than 0".into(),
