@@ -360,12 +360,12 @@ impl IoaBridge {
     ) -> Result<Vec<MessageOut>, IoaError> {
         self.inner.shared.read(|v| {
             check_filter(v, filter)?;
+            let space = v.space(&filter.space_id).map(|s| s.id);
             let base: Vec<_> = v
                 .all_messages()
                 .into_iter()
                 .filter(|m| {
-                    (filter.space_id.is_empty()
-                        || v.space(&filter.space_id).map(|s| s.id) == Some(m.space))
+                    (filter.space_id.is_empty() || space == Some(m.space))
                         && (filter.message_id.is_empty()
                             || m.id.to_string().eq_ignore_ascii_case(&filter.message_id))
                         && (filter.sender.is_empty() || m.sender == filter.sender)
