@@ -236,12 +236,11 @@ async fn original_headers(
     if let Ok(mut found) = log
         .poll(topic, source.partition, source.offset, 1, Duration::ZERO)
         .await
-    {
-        if let Some(record) = found.pop().filter(|r| {
+        && let Some(record) = found.pop().filter(|r| {
             r.position == source && r.payload.as_ref() == entry.capsule.payload.as_slice()
-        }) {
-            return Ok(record.headers);
-        }
+        })
+    {
+        return Ok(record.headers);
     }
     Ok(match &entry.original {
         Some(envelope) => {

@@ -201,10 +201,10 @@ pub(crate) fn message(
             metadata.insert(META_CAUSES, more);
         }
     }
-    if let [recipient] = refs.nodes.as_slice() {
-        if let Ok(target) = AgentId::new(recipient.as_str()) {
-            envelope = envelope.with_target(target);
-        }
+    if let [recipient] = refs.nodes.as_slice()
+        && let Ok(target) = AgentId::new(recipient.as_str())
+    {
+        envelope = envelope.with_target(target);
     }
     Outgoing::new(envelope.with_metadata(metadata), ContentType::Json)
 }
