@@ -171,13 +171,13 @@ async fn a_worker_pool_over_three_brokers_survives_one_broker_killed() {
             for record in records {
                 let envelope =
                     agdx::wire::AgentEnvelope::decode_valid(&record.payload).expect("a reply");
-                if envelope.kind == Kind::Response {
-                    if let Some(key) = envelope.idempotency_key {
-                        answered
-                            .entry(key.to_string())
-                            .or_default()
-                            .push(envelope.body);
-                    }
+                if envelope.kind == Kind::Response
+                    && let Some(key) = envelope.idempotency_key
+                {
+                    answered
+                        .entry(key.to_string())
+                        .or_default()
+                        .push(envelope.body);
                 }
             }
         }

@@ -38,13 +38,14 @@ fn worker_args(fabric: &Fabric) -> Vec<String> {
 async fn answered_keys(fabric: &Fabric) -> HashMap<String, Vec<Vec<u8>>> {
     let mut answered: HashMap<String, Vec<Vec<u8>>> = HashMap::new();
     for envelope in fabric.responses().await {
-        if envelope.kind == Kind::Response && envelope.source.as_str() == "crash" {
-            if let Some(key) = envelope.idempotency_key {
-                answered
-                    .entry(key.to_string())
-                    .or_default()
-                    .push(envelope.body);
-            }
+        if envelope.kind == Kind::Response
+            && envelope.source.as_str() == "crash"
+            && let Some(key) = envelope.idempotency_key
+        {
+            answered
+                .entry(key.to_string())
+                .or_default()
+                .push(envelope.body);
         }
     }
     answered

@@ -126,10 +126,10 @@ impl Reader {
             };
             from = last.position.offset + 1;
             for record in &records {
-                if let Some(line) = self.line(record) {
-                    if out.send(line).is_err() {
-                        return Ok(());
-                    }
+                if let Some(line) = self.line(record)
+                    && out.send(line).is_err()
+                {
+                    return Ok(());
                 }
             }
         }

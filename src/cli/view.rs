@@ -27,14 +27,14 @@ pub fn preview(envelope: &AgentEnvelope, content_type: ContentType) -> String {
     if envelope.body.is_empty() {
         return String::new();
     }
-    if envelope.kind == Kind::Error {
-        if let Ok(error) = ErrorBody::decode_valid(&envelope.body) {
-            return format!(
-                "{}: {}",
-                error.code.name(),
-                error.message.as_deref().unwrap_or("(no message)")
-            );
-        }
+    if envelope.kind == Kind::Error
+        && let Ok(error) = ErrorBody::decode_valid(&envelope.body)
+    {
+        return format!(
+            "{}: {}",
+            error.code.name(),
+            error.message.as_deref().unwrap_or("(no message)")
+        );
     }
     match (content_type, std::str::from_utf8(&envelope.body)) {
         (ContentType::Raw | ContentType::Json, Ok(text)) => quote(text),

@@ -165,10 +165,10 @@ impl Child {
         tokio::spawn(async move {
             let mut reader = BufReader::new(stdout).lines();
             while let Ok(Some(line)) = reader.next_line().await {
-                if let Some(report) = line.strip_prefix('@') {
-                    if sender.send(report.to_owned()).is_err() {
-                        return;
-                    }
+                if let Some(report) = line.strip_prefix('@')
+                    && sender.send(report.to_owned()).is_err()
+                {
+                    return;
                 }
             }
         });

@@ -331,10 +331,10 @@ dictionary_json!(
 
 fn float_json(f: Float) -> Json {
     let v = f.value();
-    if f.is_shortest() {
-        if let Some(n) = serde_json::Number::from_f64(v) {
-            return Json::Number(n);
-        }
+    if f.is_shortest()
+        && let Some(n) = serde_json::Number::from_f64(v)
+    {
+        return Json::Number(n);
     }
     let value = match serde_json::Number::from_f64(v) {
         Some(n) => Json::Number(n),
