@@ -41,6 +41,18 @@ async fn heartbeats_keep_an_ask_waiting_past_its_timeout() {
             None,
         );
         let requester = fabric.requester("cli");
+        // A worker still joining its group (seconds on Kafka) beats for
+        // nothing yet: wait until it answers something.
+        let joined = requester
+            .ask(
+                CommandRequest::new("warm-up", b"x".to_vec()).to(agent_id("slow")),
+                Duration::from_secs(30),
+            )
+            .await;
+        assert!(
+            !matches!(joined, Err(AskError::Timeout { .. })),
+            "the worker never answered: {joined:?}"
+        );
         // The timeout is shorter than the work; each heartbeat restarts it.
         let answer = requester
             .ask(

@@ -487,34 +487,35 @@ async fn check_poll_wakes(Subject { log, stream, .. }: Subject) {
 const POLL_BUDGET: usize = 64 * 1024 * 1024;
 
 async fn check_poll_byte_budget(Subject { log, stream, .. }: Subject) {
-    // Seven of them are just over the budget.
-    const SIZE: usize = 9_600_000;
-    const RECORDS: u64 = 8;
+    // Records as large as the log takes (up to 9.6 MB; Kafka's default limit
+    // is 1 MB), and enough of them to go two past the budget.
+    let size = (log.max_record_bytes() - 4096).min(9_600_000);
+    let records = (POLL_BUDGET / size + 2) as u64;
     let topic = log.ensure_topic(&stream, "t", 1).await.expect("ensure");
-    for i in 0..RECORDS {
-        let payload = vec![b'a' + i as u8; SIZE];
+    for i in 0..records {
+        let payload = vec![b'a' + i as u8; size];
         log.append(&topic, 0, vec![record(payload)])
             .await
             .expect("append a large record");
     }
     let mut from = 0;
-    while from < RECORDS {
+    while from < records {
         let got = log
             .poll(&topic, 0, from, 100, Duration::ZERO)
             .await
             .expect("poll");
         assert!(
             !got.is_empty(),
-            "a poll at {from} of {RECORDS} came back empty"
+            "a poll at {from} of {records} came back empty"
         );
         let before_last: usize = got[..got.len() - 1].iter().map(|r| r.payload.len()).sum();
         assert!(
             before_last < POLL_BUDGET,
-            "a poll returned {} records of {SIZE} bytes, past the {POLL_BUDGET}-byte budget",
+            "a poll returned {} records of {size} bytes, past the {POLL_BUDGET}-byte budget",
             got.len()
         );
         for r in &got {
-            assert_eq!(r.payload.len(), SIZE);
+            assert_eq!(r.payload.len(), size);
             assert_eq!(r.payload[0], b'a' + r.position.offset as u8);
         }
         from += got.len() as u64;
