@@ -30,6 +30,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use agdx_wire::{
@@ -48,6 +49,7 @@ use crate::log::{DEFAULT_POLL_WAIT, LogError, SharedLog, TopicInfo};
 use crate::producer::{CommandRequest, ProduceError, Producer, Sent};
 use crate::reassembly::{StreamAssembler, StreamCounters, StreamEnd, StreamEvent, error_of};
 use crate::record::{content_type_of, envelope_of};
+use crate::trust::Verifier;
 
 /// Why an ask did not produce an answer.
 #[derive(Debug, thiserror::Error)]
@@ -234,6 +236,8 @@ type Readers = Mutex<HashMap<u32, JoinHandle<()>>>;
 pub struct Requester {
     producer: Producer,
     clock: SharedClock,
+    verifier: Option<Verifier>,
+    unverified: Arc<AtomicU64>,
     waiters: Arc<Waiters>,
     readers: Arc<Readers>,
 }
@@ -256,6 +260,8 @@ impl Requester {
         Self {
             producer,
             clock: system_clock(),
+            verifier: None,
+            unverified: Arc::default(),
             waiters: Arc::new(DashMap::new()),
             readers: Arc::new(Mutex::new(HashMap::new())),
         }
@@ -265,6 +271,19 @@ impl Requester {
     pub fn with_clock(mut self, clock: SharedClock) -> Self {
         self.clock = clock;
         self
+    }
+
+    /// Accepts only replies that verify with `verifier` and are signed by
+    /// the agent asked (when the command named one); others are ignored and
+    /// counted.
+    pub fn with_verifier(mut self, verifier: Verifier) -> Self {
+        self.verifier = Some(verifier);
+        self
+    }
+
+    /// Replies ignored so far because they did not verify (all asks).
+    pub fn unverified(&self) -> u64 {
+        self.unverified.load(Ordering::Relaxed)
     }
 
     /// The producer commands go out through.
@@ -317,6 +336,9 @@ impl Requester {
             sent_at: Instant::now(),
             clock: self.clock.clone(),
             producer: self.producer.clone(),
+            verifier: self.verifier.clone(),
+            unverified: 0,
+            unverified_total: self.unverified.clone(),
             stream: None,
             ended: false,
             pending: Vec::new(),
@@ -532,6 +554,9 @@ pub struct ReplyWatch {
     sent_at: Instant,
     clock: SharedClock,
     producer: Producer,
+    verifier: Option<Verifier>,
+    unverified: u64,
+    unverified_total: Arc<AtomicU64>,
     stream: Option<StreamAssembler>,
     ended: bool,
     pending: Vec<ReplyEvent>,
@@ -541,6 +566,11 @@ impl ReplyWatch {
     /// What was sent.
     pub fn sent(&self) -> &Sent {
         &self.sent
+    }
+
+    /// Replies to this command ignored because they did not verify.
+    pub fn unverified(&self) -> u64 {
+        self.unverified
     }
 
     /// The reply stream's counters, once a stream was seen.
@@ -630,6 +660,14 @@ impl ReplyWatch {
         envelope: AgentEnvelope,
         record: crate::log::LogRecord,
     ) -> Result<(), AskError> {
+        if let Some(verifier) = &self.verifier
+            && let Err(why) = admit_reply(verifier, self.target.as_ref(), &envelope, &record)
+        {
+            self.unverified += 1;
+            self.unverified_total.fetch_add(1, Ordering::Relaxed);
+            tracing::info!(position = %record.position, %why, "ignoring a reply that does not verify");
+            return Ok(());
+        }
         if self.ended {
             if let Some(stream) = self.stream.as_mut() {
                 stream.push(&envelope, self.clock.now_micros());
@@ -715,6 +753,25 @@ impl ReplyWatch {
             body,
             claim_checked,
         })
+    }
+}
+
+/// Whether a reply counts: it verifies, and its signer is the agent asked.
+fn admit_reply(
+    verifier: &Verifier,
+    target: Option<&AgentId>,
+    envelope: &AgentEnvelope,
+    record: &crate::log::LogRecord,
+) -> Result<(), String> {
+    let verified = verifier
+        .verify_record(envelope, record)
+        .map_err(|e| e.to_string())?;
+    match target {
+        Some(asked) if &verified.principal != asked => Err(format!(
+            "signed by '{}', but the command asked '{asked}'",
+            verified.principal
+        )),
+        _ => Ok(()),
     }
 }
 

@@ -55,7 +55,9 @@ fn micros(duration: Duration) -> u64 {
     u64::try_from(duration.as_micros()).unwrap_or(u64::MAX)
 }
 
-/// The conversation (and so the partition) of every card of `agent`.
+/// The conversation (and so the partition) of every card of `agent` and of
+/// every control fact about it (quarantine): one partition per agent keeps
+/// them in order.
 pub fn card_conversation(agent: &AgentId) -> ConversationId {
     ConversationId::from_u128(xxhash_rust::xxh3::xxh3_128(agent.as_str().as_bytes()))
 }

@@ -19,6 +19,8 @@
 //!   graph, folds with snapshots, dead-letter tools.
 //! - [`bridge`]: edge bridges that let agents speaking another protocol
 //!   work with agents on the log (AX IPC, an IOA server).
+//! - [`trust`]: Ed25519 signing and verification, the key registry, grants
+//!   and operator-signed quarantine.
 //!
 //! Time enters through a [`Clock`], so deadline logic is testable without
 //! sleeping ([`ManualClock`]).
@@ -43,6 +45,7 @@ mod record;
 pub mod replay;
 mod retry;
 mod topology;
+pub mod trust;
 pub mod worker;
 
 pub use agdx_wire as wire;

@@ -37,6 +37,7 @@ use crate::ids::{
 };
 use crate::log::{LogError, OutgoingRecord, SharedLog, TopicInfo, partition_for_key};
 use crate::topology::Topology;
+use crate::trust::{META_REASON, QuarantineWatch, Quarantined, Signer};
 
 /// Why something could not be produced.
 #[derive(Debug, thiserror::Error)]
@@ -55,6 +56,9 @@ pub enum ProduceError {
     /// The body could not be claim-checked.
     #[error("not sent: {0}")]
     ClaimCheck(#[from] ClaimCheckError),
+    /// The target agent is quarantined; nothing was sent.
+    #[error("not sent: {0}")]
+    Quarantined(#[from] Quarantined),
     /// The log refused or could not be reached.
     #[error(transparent)]
     Log(#[from] LogError),
@@ -68,6 +72,8 @@ impl ProduceError {
             ProduceError::NotABodyRef(_) => false,
             ProduceError::Headers(_) => false,
             ProduceError::ClaimCheck(e) => e.is_retryable(),
+            // Lifted only by an operator; a retry loop would not see it.
+            ProduceError::Quarantined(_) => false,
             ProduceError::Log(e) => e.is_retryable(),
         }
     }
@@ -271,11 +277,14 @@ pub struct Producer {
     inner: Arc<ProducerInner>,
 }
 
+#[derive(Clone)]
 struct ProducerInner {
     log: SharedLog,
     topology: Topology,
     source: AgentId,
     claim_check: Option<ClaimCheck>,
+    signer: Option<Signer>,
+    quarantine: Option<Arc<QuarantineWatch>>,
 }
 
 impl Producer {
@@ -287,21 +296,42 @@ impl Producer {
                 topology,
                 source,
                 claim_check: None,
+                signer: None,
+                quarantine: None,
             }),
+        }
+    }
+
+    fn with_inner(self, change: impl FnOnce(&mut ProducerInner)) -> Self {
+        let mut inner = (*self.inner).clone();
+        change(&mut inner);
+        Self {
+            inner: Arc::new(inner),
         }
     }
 
     /// Claim-checks large bodies (see [`ClaimCheck`]).
     pub fn with_claim_check(self, claim_check: ClaimCheck) -> Self {
-        let inner = &self.inner;
-        Self {
-            inner: Arc::new(ProducerInner {
-                log: inner.log.clone(),
-                topology: inner.topology.clone(),
-                source: inner.source.clone(),
-                claim_check: Some(claim_check),
-            }),
-        }
+        self.with_inner(|inner| inner.claim_check = Some(claim_check))
+    }
+
+    /// Signs every envelope it sends with `signer` (after claim-checking, so
+    /// the signature covers the BodyRef that goes on the log), replacing
+    /// any signature an envelope carried. The key's principal should be
+    /// this producer's source, or verifiers refuse the records.
+    pub fn with_signer(self, signer: Signer) -> Self {
+        self.with_inner(|inner| inner.signer = Some(signer))
+    }
+
+    /// Refuses to send commands and events to an agent that `quarantine`
+    /// says is quarantined ([`ProduceError::Quarantined`], nothing sent).
+    pub fn with_quarantine(self, quarantine: Arc<QuarantineWatch>) -> Self {
+        self.with_inner(|inner| inner.quarantine = Some(quarantine))
+    }
+
+    /// The signer, when configured.
+    pub fn signer(&self) -> Option<&Signer> {
+        self.inner.signer.as_ref()
     }
 
     /// The agent this producer writes as.
@@ -537,6 +567,34 @@ impl Producer {
         .await
     }
 
+    /// Publishes a control fact on `agent.registry`: `agent` is quarantined
+    /// (`quarantined: true`) or the quarantine is lifted, with an optional
+    /// reason. Folds apply it only when it is signed by an operator key
+    /// (see [`crate::trust::QuarantineFold`]), so this producer needs an
+    /// operator's [`Signer`].
+    pub async fn status_quarantine(
+        &self,
+        agent: &AgentId,
+        quarantined: bool,
+        reason: Option<&str>,
+    ) -> Result<Sent, ProduceError> {
+        let mut envelope = AgentEnvelope::status_quarantine(
+            new_record_id(),
+            crate::cards::card_conversation(agent),
+            self.inner.source.clone(),
+            agent,
+            quarantined,
+        );
+        if let Some(reason) = reason {
+            envelope = envelope.with_metadata(Metadata::new().with(META_REASON, reason));
+        }
+        self.publish_one(
+            &self.inner.topology.registry,
+            Outgoing::new(envelope, ContentType::Raw),
+        )
+        .await
+    }
+
     /// Opens a chunk stream answering `to`, for `purpose`, optionally
     /// abandoned by readers after `deadline_micros`.
     pub fn stream(
@@ -608,6 +666,11 @@ impl Producer {
             mut envelope,
             content_type,
         } = outgoing;
+        if let (Some(watch), Some(target)) = (&self.inner.quarantine, &envelope.target)
+            && topic == &self.inner.topology.commands
+        {
+            watch.check(target)?;
+        }
         // Validate before claim-checking so an invalid envelope leaves no
         // blob behind; swapping a body for its BodyRef keeps it valid.
         envelope.validate()?;
@@ -618,6 +681,9 @@ impl Producer {
         if let Some(check) = &self.inner.claim_check {
             let body = std::mem::take(&mut envelope.body);
             (envelope.body, content_type) = check.outgoing(body, content_type).await?;
+        }
+        if let Some(signer) = &self.inner.signer {
+            envelope = signer.sign_record(envelope, content_type);
         }
         let headers = record_headers(&envelope, content_type);
         check_header_caps(&headers)?;

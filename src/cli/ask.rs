@@ -7,10 +7,10 @@ use clap::Args;
 
 use agdx::cards::worker_seen;
 use agdx::wire::StatusOperation;
-use agdx::{AskError, Producer, ReplyEvent, Requester, StreamEnd, system_clock};
+use agdx::{AskError, ReplyEvent, ReplyWatch, Requester, StreamEnd, system_clock};
 
 use super::context::{EXIT_REMOTE_ERROR, EXIT_TIMEOUT, Failure, Global, parse_duration};
-use super::send::CommandArgs;
+use super::send::{CommandArgs, produce_failure};
 
 /// Sends a command and waits for the reply.
 ///
@@ -27,12 +27,15 @@ pub struct AskArgs {
     /// the worker (a progress heartbeat on long work) starts the wait over.
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
     pub timeout: Duration,
+
+    /// Accept only replies signed by the agent asked with a key valid in the
+    /// registry (--keys); others are ignored, and their count is printed on stderr.
+    #[arg(long)]
+    pub verify: bool,
 }
 
 pub async fn run(global: &Global, args: AskArgs) -> Result<(), Failure> {
-    let (log, topology) = global.topology().await?;
-    let producer = Producer::new(log, topology, args.command.source.clone())
-        .with_claim_check(global.claim_check(None, None));
+    let producer = args.command.producer(global).await?;
     let request = args.command.request()?;
     if let Some(agent) = &request.target {
         let seen = worker_seen(producer.log(), producer.topology(), agent, &system_clock()).await;
@@ -42,9 +45,24 @@ pub async fn run(global: &Global, args: AskArgs) -> Result<(), Failure> {
             );
         }
     }
-    let requester = Requester::new(producer);
-    let watch = requester.send(request).await.map_err(ask_failure)?;
-    let printed = print_replies(&requester, watch, args.timeout).await;
+    let mut requester = Requester::new(producer);
+    if args.verify {
+        requester = requester.with_verifier(global.verifier("--verify")?);
+    }
+    let printed = match requester.send(request).await {
+        Ok(mut watch) => {
+            let printed = print_replies(&requester, &mut watch, args.timeout).await;
+            if watch.unverified() > 0 {
+                eprintln!(
+                    "agdx: ignored {} repl{} that did not verify (unsigned, forged, or not signed by the agent asked)",
+                    watch.unverified(),
+                    if watch.unverified() == 1 { "y" } else { "ies" }
+                );
+            }
+            printed
+        }
+        Err(error) => Err(ask_failure(error)),
+    };
     requester.close().await;
     printed
 }
@@ -53,7 +71,7 @@ pub async fn run(global: &Global, args: AskArgs) -> Result<(), Failure> {
 /// life from the worker starts the `timeout` wait over.
 async fn print_replies(
     requester: &Requester,
-    mut watch: agdx::ReplyWatch,
+    watch: &mut ReplyWatch,
     timeout: Duration,
 ) -> Result<(), Failure> {
     let sent_at = tokio::time::Instant::now();
@@ -125,6 +143,7 @@ fn ask_failure(error: AskError) -> Failure {
             EXIT_REMOTE_ERROR,
         ),
         AskError::Timeout { .. } => Failure::with_code(error, EXIT_TIMEOUT),
+        AskError::Produce(error) => produce_failure(error),
         other => Failure::new(other),
     }
 }

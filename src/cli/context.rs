@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agdx::log::{LogSpec, SharedLog};
+use agdx::trust::{KeyRegistry, RegistryError, Verifier};
 use agdx::{ClaimCheck, DEFAULT_CLAIM_CHECK_THRESHOLD, DirBlobStore, Topology, TopologyConfig};
 
 /// Exit status of a failure that is not one of the specific ones below.
@@ -70,11 +71,12 @@ pub fn block_on<F: std::future::Future<Output = Result<(), Failure>>>(future: F)
     }
 }
 
-/// The global options: which log and which stream.
+/// The global options: which log, which stream, which key registry.
 #[derive(Debug, Clone)]
 pub struct Global {
     pub log: String,
     pub stream: String,
+    pub keys: Option<PathBuf>,
 }
 
 impl Global {
@@ -94,6 +96,25 @@ impl Global {
         let log = self.open().await?;
         let topology = TopologyConfig::new(&self.stream).open(log.as_ref()).await?;
         Ok((log, topology))
+    }
+
+    /// The key registry `--keys` names, if any.
+    pub fn registry(&self) -> Result<Option<KeyRegistry>, Failure> {
+        self.keys
+            .as_deref()
+            .map(|path| KeyRegistry::load(path).map_err(registry_failure))
+            .transpose()
+    }
+
+    /// A verifier over the `--keys` registry, following the file's changes;
+    /// `what` (e.g. `--verify`) says what needs it when none is named.
+    pub fn verifier(&self, what: &str) -> Result<Verifier, Failure> {
+        match &self.keys {
+            Some(path) => Verifier::from_file(path).map_err(registry_failure),
+            None => Err(Failure::new(format!(
+                "{what} needs the key registry: pass --keys FILE or set AGDX_KEYS (`agdx keys generate` creates one)"
+            ))),
+        }
     }
 
     /// The local state directory: inside the embedded log's directory, or
@@ -133,11 +154,8 @@ pub fn parse_agent(text: &str) -> Result<agdx::wire::AgentId, String> {
 /// ago (`10m`, `2h`); epoch microseconds.
 pub fn parse_since(text: &str) -> Result<u64, String> {
     use agdx::Clock as _;
-    if let Ok(time) = humantime::parse_rfc3339_weak(text) {
-        let since = time
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_err(|_| format!("{text} is before 1970"))?;
-        return Ok(u64::try_from(since.as_micros()).unwrap_or(u64::MAX));
+    if let Ok(micros) = agdx::trust::parse_time(text) {
+        return Ok(micros);
     }
     let ago = humantime::parse_duration(text).map_err(|_| {
         format!("{text:?} is neither a time (2024-05-01T12:00:00Z) nor a duration ago (10m, 2h)")
@@ -167,4 +185,16 @@ pub async fn stop_on_signal(shutdown: tokio_util::sync::CancellationToken, what:
     terminated().await;
     eprintln!("{what}");
     shutdown.cancel();
+}
+
+/// A registry that cannot be read, with the way to make one.
+fn registry_failure(error: RegistryError) -> Failure {
+    match &error {
+        RegistryError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+            Failure::new(format!(
+                "{error}; create it with `agdx keys generate --registry FILE ...`"
+            ))
+        }
+        _ => Failure::new(error),
+    }
 }

@@ -142,8 +142,35 @@ Kafka-protocol cluster instead (session 13).
    shell 2:  agdx graph 01M8...MESSAGE --down
              # the messages are events on agent.commands: the log tools read them
 
-Exit codes of `agdx ask`: 0 reply printed, 3 the agent answered with an error,
-4 no reply in time (--timeout), 1 anything else (message on stderr).
+17. Trust: signed commands, a verifying worker, quarantine and its lift
+   shell 2:  export AGDX_KEYS=keys.json      # the key registry (trusted configuration)
+             agdx keys generate --principal ops   --kind operator --registry keys.json --out ops.key
+             agdx keys generate --principal echo  --kind agent    --registry keys.json --out echo.key --valid-for 90d
+             agdx keys generate --principal alice --kind agent    --registry keys.json --out alice.key
+             # secret key files are written with mode 0600; `agdx keys list` shows the registry
+   shell 1:  export AGDX_KEYS=keys.json
+             agdx worker --agent echo --echo --verify --key echo.key
+             # handles only commands signed by an enrolled key; signs its replies
+   shell 2:  agdx ask --to echo --operation hello --key alice.key --verify "hi"
+             hi
+             agdx ask --to echo --operation hello "unsigned"
+             agdx: error unauthorized: agent 'echo' accepts only commands signed by an enrolled key: the record is unsigned; ...
+             agdx quarantine echo --key ops.key --reason "leaking secrets"
+             agdx ask --to echo --operation hello --key alice.key "hi"
+             agdx: error quarantined: agent 'echo' is quarantined by 'ops' since 2025-06-01T12:03:10.172843Z (leaking secrets)
+             # exit 3, nothing sent; the worker in shell 1 pauses (membership kept)
+             agdx quarantine --list
+             agdx unquarantine echo --key ops.key
+             agdx ask --to echo --operation hello --key alice.key "back"
+             back
+             agdx tail --topic agent.responses --verify
+             # each line gains "verified": true|false and "signer": {key_id, principal, kind}
+   grants:   agdx worker --agent docs --echo --verify --allow ops:* --allow alice:summarize
+             # others get `error unauthorized: forbidden: 'x' holds no grant for operation 'y' ...`
+
+Exit codes of `agdx ask`: 0 reply printed, 3 the agent answered with an error
+(or is quarantined), 4 no reply in time (--timeout), 1 anything else (message
+on stderr).
 "#;
 
 pub fn run() {

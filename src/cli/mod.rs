@@ -15,7 +15,11 @@ mod dlq;
 mod examples;
 mod graph;
 mod init;
+mod keys;
+mod publish;
+mod quarantine;
 mod send;
+mod signing;
 mod tail;
 mod timeline;
 mod view;
@@ -38,6 +42,11 @@ pub struct Cli {
     /// The stream that holds the agent topics.
     #[arg(long, global = true, env = "AGDX_STREAM", default_value = agdx::DEFAULT_STREAM)]
     pub stream: String,
+
+    /// The key registry (JSON): which key belongs to whom and when it is
+    /// valid. Needed to verify signatures and to honour quarantine.
+    #[arg(long, global = true, env = "AGDX_KEYS", value_name = "FILE")]
+    pub keys: Option<std::path::PathBuf>,
 
     #[command(subcommand)]
     pub command: Command,
@@ -74,7 +83,7 @@ pub enum Command {
     Bridge(bridge::BridgeCommand),
     /// Print annotated example sessions to copy.
     Examples,
-    /// Check, decode and encode AGDX wire payloads (envelopes and capsules).
+    /// Check, decode, encode, sign and verify AGDX wire payloads (envelopes and capsules).
     ///
     /// The JSON form (printed by `decode`, read by `encode`): ids are their
     /// 26-character text, log positions stream/topic/partition/offset,
@@ -89,6 +98,15 @@ pub enum Command {
     /// re-encode to the same bytes.
     #[command(subcommand)]
     Wire(wire::WireCommand),
+    /// Generate, list, revoke and show signing keys (the key registry).
+    #[command(subcommand)]
+    Keys(keys::KeysCommand),
+    /// Quarantine an agent (an operator-signed control fact), or --list who is.
+    Quarantine(quarantine::QuarantineArgs),
+    /// Lift an agent's quarantine (an operator-signed control fact).
+    Unquarantine(quarantine::UnquarantineArgs),
+    /// Append pre-encoded envelopes verbatim (validated first) to a topic.
+    Publish(publish::PublishArgs),
 }
 
 /// Runs the parsed command line and returns the process exit code.
@@ -96,6 +114,7 @@ pub fn run(cli: Cli) -> ExitCode {
     let global = Global {
         log: cli.log,
         stream: cli.stream,
+        keys: cli.keys,
     };
     match cli.command {
         Command::Demo(args) => block_on(demo::run(&global, args)),
@@ -114,6 +133,10 @@ pub fn run(cli: Cli) -> ExitCode {
             examples::run();
             ExitCode::SUCCESS
         }
-        Command::Wire(cmd) => wire::run(cmd),
+        Command::Wire(cmd) => wire::run(cmd, &global),
+        Command::Keys(cmd) => context::finish(keys::run(cmd)),
+        Command::Quarantine(args) => block_on(quarantine::run(&global, args)),
+        Command::Unquarantine(args) => block_on(quarantine::lift(&global, args)),
+        Command::Publish(args) => block_on(publish::run(&global, args)),
     }
 }

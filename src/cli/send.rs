@@ -2,14 +2,17 @@
 
 use std::io::{BufRead, Read};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
 
+use agdx::trust::{QuarantineWatch, Verifier};
 use agdx::wire::{AgentId, ContentType, ConversationId, IdempotencyKey};
-use agdx::{Clock, CommandRequest, Producer, SystemClock};
+use agdx::{Clock, CommandRequest, ProduceError, Producer, SystemClock};
 
-use super::context::{Failure, Global, parse_agent, parse_duration};
+use super::context::{EXIT_REMOTE_ERROR, Failure, Global, parse_agent, parse_duration};
+use super::signing::{SigningArgs, speaker};
 
 /// Options shared by `send` and `ask` for the command they publish.
 #[derive(Debug, Args)]
@@ -39,8 +42,12 @@ pub struct CommandArgs {
     pub content_type: ContentType,
 
     /// Who is asking (the envelope's source; replies are addressed to it).
-    #[arg(long = "as", value_name = "AGENT", default_value = "cli", value_parser = parse_agent)]
-    pub source: AgentId,
+    /// Default: the principal of --key in the key registry, else `cli`.
+    #[arg(long = "as", value_name = "AGENT", value_parser = parse_agent)]
+    pub source: Option<AgentId>,
+
+    #[command(flatten)]
+    pub signing: SigningArgs,
 
     /// The body; read from stdin when absent.
     #[arg(value_name = "BODY")]
@@ -48,6 +55,26 @@ pub struct CommandArgs {
 }
 
 impl CommandArgs {
+    /// The producer these options describe: signing with --key, refusing
+    /// quarantined agents when a key registry is configured (the registry
+    /// says whose control facts count).
+    pub async fn producer(&self, global: &Global) -> Result<Producer, Failure> {
+        let signer = self.signing.signer()?;
+        let source = speaker(global, self.source.as_ref(), signer.as_ref(), "cli")?;
+        let (log, topology) = global.topology().await?;
+        let mut producer = Producer::new(log.clone(), topology.clone(), source)
+            .with_claim_check(global.claim_check(None, None));
+        if let Some(signer) = signer {
+            producer = producer.with_signer(signer);
+        }
+        if let Some(registry) = global.registry()? {
+            let watch =
+                QuarantineWatch::start(log, topology.registry, Verifier::new(registry)).await?;
+            producer = producer.with_quarantine(Arc::new(watch));
+        }
+        Ok(producer)
+    }
+
     /// The command request, the body from the argument or stdin.
     pub fn request(&self) -> Result<CommandRequest, Failure> {
         let (Some(to), Some(operation)) = (&self.to, &self.operation) else {
@@ -109,13 +136,14 @@ pub struct SendArgs {
 }
 
 pub async fn run(global: &Global, args: SendArgs) -> Result<(), Failure> {
-    let (log, topology) = global.topology().await?;
-    let producer = Producer::new(log, topology, args.command.source.clone())
-        .with_claim_check(global.claim_check(None, None));
+    let producer = args.command.producer(global).await?;
     if let Some(path) = &args.jsonl {
         return send_jsonl(&producer, path, args.batch).await;
     }
-    let sent = producer.command(args.command.request()?).await?;
+    let sent = producer
+        .command(args.command.request()?)
+        .await
+        .map_err(produce_failure)?;
     println!(
         "record={} correlation={} conversation={} partition={}",
         sent.record.map(|r| r.to_string()).unwrap_or_default(),
@@ -124,6 +152,17 @@ pub async fn run(global: &Global, args: SendArgs) -> Result<(), Failure> {
         sent.partition
     );
     Ok(())
+}
+
+/// A refused send; a quarantined target exits 3 like an error reply.
+pub fn produce_failure(error: ProduceError) -> Failure {
+    match error {
+        ProduceError::Quarantined(quarantined) => Failure::with_code(
+            format!("error quarantined: {quarantined}"),
+            EXIT_REMOTE_ERROR,
+        ),
+        other => Failure::new(other),
+    }
 }
 
 #[derive(serde::Deserialize)]
@@ -179,10 +218,13 @@ async fn send_jsonl(producer: &Producer, path: &PathBuf, batch: usize) -> Result
     let mut sent = 0usize;
     // Say how far it got: commands before a bad line are already on the log.
     let stopped = |sent: usize, failure: Failure| {
-        Failure::new(format!(
-            "{}; {sent} commands before it were sent (resume after them, or use idempotency keys so a rerun is harmless)",
-            failure.message
-        ))
+        Failure::with_code(
+            format!(
+                "{}; {sent} commands before it were sent (resume after them, or use idempotency keys so a rerun is harmless)",
+                failure.message
+            ),
+            failure.code,
+        )
     };
     for (index, line) in reader.lines().enumerate() {
         let line = line.map_err(|e| stopped(sent, e.into()))?;
@@ -195,7 +237,7 @@ async fn send_jsonl(producer: &Producer, path: &PathBuf, batch: usize) -> Result
             sent += producer
                 .commands(batch)
                 .await
-                .map_err(|e| stopped(sent, e.into()))?
+                .map_err(|e| stopped(sent, produce_failure(e)))?
                 .len();
         }
     }
@@ -203,7 +245,7 @@ async fn send_jsonl(producer: &Producer, path: &PathBuf, batch: usize) -> Result
         sent += producer
             .commands(pending)
             .await
-            .map_err(|e| stopped(sent, e.into()))?
+            .map_err(|e| stopped(sent, produce_failure(e)))?
             .len();
     }
     println!("sent {sent} commands");

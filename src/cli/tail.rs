@@ -7,6 +7,7 @@ use tokio::sync::mpsc;
 
 use agdx::Producer;
 use agdx::log::{LogRecord, SharedLog, TopicInfo};
+use agdx::trust::Verifier;
 use agdx::wire::{AgentEnvelope, ConversationId, DeadLetter, FoldSnapshot, LogPosition};
 
 use super::context::{Failure, Global};
@@ -40,9 +41,19 @@ pub struct TailArgs {
     /// Keep waiting for new records (Ctrl-C stops).
     #[arg(long)]
     pub follow: bool,
+
+    /// Check each envelope's signature against the key registry (--keys) as
+    /// of its log timestamp: adds "verified" (true|false), "signer"
+    /// ({key_id, principal, kind} or null) and, when false, "unverified" (why).
+    #[arg(long)]
+    pub verify: bool,
 }
 
 pub async fn run(global: &Global, args: TailArgs) -> Result<(), Failure> {
+    let verifier = args
+        .verify
+        .then(|| global.verifier("--verify"))
+        .transpose()?;
     let (log, topology) = global.topology().await?;
     let topics: Vec<TopicInfo> = match &args.topic {
         Some(name) => vec![topology.by_name(name).cloned().ok_or_else(|| {
@@ -75,6 +86,7 @@ pub async fn run(global: &Global, args: TailArgs) -> Result<(), Failure> {
                 topic: topic.clone(),
                 partition,
                 conversation: args.conversation,
+                verifier: verifier.clone(),
             };
             let task = reader.run(start, args.follow, sender.clone());
             if args.follow {
@@ -99,6 +111,7 @@ struct Reader {
     topic: TopicInfo,
     partition: u32,
     conversation: Option<ConversationId>,
+    verifier: Option<Verifier>,
 }
 
 impl Reader {
@@ -137,7 +150,7 @@ impl Reader {
 
     /// The JSON line of one record, `None` when it belongs to another conversation.
     fn line(&self, record: &LogRecord) -> Option<String> {
-        let (conversation, json) = record_json(
+        let (conversation, mut json) = record_json(
             &self.topic.topic,
             record.position,
             record.timestamp_micros,
@@ -146,7 +159,44 @@ impl Reader {
         if self.conversation.is_some() && conversation != self.conversation {
             return None;
         }
+        if let (Some(verifier), Json::Object(fields)) = (&self.verifier, &mut json)
+            && let Ok(envelope) = AgentEnvelope::decode(&record.payload)
+        {
+            fields.extend(verdict(verifier, &envelope, record));
+        }
         serde_json::to_string(&json).ok()
+    }
+}
+
+/// The `--verify` fields of an envelope record.
+fn verdict(
+    verifier: &Verifier,
+    envelope: &AgentEnvelope,
+    record: &LogRecord,
+) -> Vec<(String, Json)> {
+    match verifier.verify_record(envelope, record) {
+        Ok(verified) => vec![
+            ("verified".to_owned(), Json::Bool(true)),
+            (
+                "signer".to_owned(),
+                Json::Object(vec![
+                    (
+                        "key_id".to_owned(),
+                        Json::String(verified.key_id.to_string()),
+                    ),
+                    (
+                        "principal".to_owned(),
+                        Json::String(verified.principal.to_string()),
+                    ),
+                    ("kind".to_owned(), Json::String(verified.kind.to_string())),
+                ]),
+            ),
+        ],
+        Err(why) => vec![
+            ("verified".to_owned(), Json::Bool(false)),
+            ("signer".to_owned(), Json::Null),
+            ("unverified".to_owned(), Json::String(why.to_string())),
+        ],
     }
 }
 

@@ -11,8 +11,11 @@ use agdx_wire::{
 use clap::{Subcommand, ValueEnum};
 
 pub(super) mod json;
+mod sign;
 
 use json::{Json, JsonCodec};
+
+use super::context::Global;
 
 /// The `agdx wire` subcommands.
 #[derive(Debug, Subcommand)]
@@ -47,6 +50,13 @@ pub enum WireCommand {
         #[arg(long = "type", value_enum, default_value_t = PayloadType::Envelope)]
         payload_type: PayloadType,
     },
+    /// Sign an envelope and write the signed envelope's bytes to standard
+    /// output (a signature it carried is replaced).
+    Sign(sign::SignArgs),
+    /// Verify signed envelopes with a public key or the key registry
+    /// (--keys). Prints `ok FILE key_id=… principal=…` or
+    /// `rejected FILE: REASON` per file; exits 0 only when all verified.
+    Verify(sign::VerifyArgs),
 }
 
 /// The payload types of the wire contract.
@@ -93,27 +103,25 @@ macro_rules! dispatch {
 }
 
 /// Runs one `agdx wire` subcommand and returns the process exit code.
-pub fn run(cmd: WireCommand) -> ExitCode {
+pub fn run(cmd: WireCommand, global: &Global) -> ExitCode {
     match cmd {
+        WireCommand::Sign(args) => super::context::finish(sign::sign(args)),
+        WireCommand::Verify(args) => sign::verify(args, global),
         WireCommand::Check {
             payload_type,
             files,
         } => {
-            let mut all_ok = true;
+            let mut every = true;
             for file in &files {
                 match dispatch!(payload_type, check(file)) {
                     Ok(()) => println!("ok {}", file.display()),
                     Err(reason) => {
-                        all_ok = false;
+                        every = false;
                         println!("rejected {}: {reason}", file.display());
                     }
                 }
             }
-            if all_ok {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::FAILURE
-            }
+            all_ok(every)
         }
         WireCommand::Decode { payload_type, file } => {
             match dispatch!(payload_type, decode(&file)) {
@@ -147,6 +155,15 @@ pub fn run(cmd: WireCommand) -> ExitCode {
                 Err(reason) => fail(&reason),
             }
         }
+    }
+}
+
+/// Prints a per-file verdict list's end: exit 0 only when every file passed.
+fn all_ok(ok: bool) -> ExitCode {
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
     }
 }
 

@@ -7,11 +7,13 @@ use std::time::Duration;
 use clap::Args;
 use tokio_util::sync::CancellationToken;
 
+use agdx::trust::{Grant, Grants, Signer};
 use agdx::wire::AgentId;
 use agdx::worker::{EchoHandler, ExecHandler, Handler, Worker, WorkerConfig};
 use agdx::{KeyRetention, Producer, RetryPolicy};
 
 use super::context::{Failure, Global, parse_agent, parse_duration, stop_on_signal};
+use super::signing::{SigningArgs, speaker};
 
 /// Runs a worker for an agent: takes its commands from the log, answers
 /// them, and commits each only after the reply is on the log.
@@ -102,9 +104,50 @@ pub struct WorkerArgs {
     /// lag per partition.
     #[arg(long, value_name = "ADDR")]
     pub metrics: Option<std::net::SocketAddr>,
+
+    /// Handle only commands signed by a key of the registry (--keys) that
+    /// belongs to their source and was valid when they landed; others are
+    /// dead-lettered `rejected` and answered `unauthorized`.
+    #[arg(long)]
+    pub verify: bool,
+
+    /// Let a verified principal invoke an operation: PRINCIPAL:OPERATION,
+    /// `*` or a trailing `*` matching many (repeat; needs --verify). With any
+    /// grant, commands without one are answered `unauthorized` (forbidden).
+    #[arg(long = "allow", value_name = "GRANT", requires = "verify")]
+    pub allow: Vec<Grant>,
+
+    /// Grants from a file, one PRINCIPAL:OPERATION per line (needs --verify).
+    #[arg(long, value_name = "FILE", requires = "verify")]
+    pub grants: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub signing: SigningArgs,
 }
 
 pub async fn run(global: &Global, args: WorkerArgs) -> Result<(), Failure> {
+    let signer = args.signing.signer()?;
+    speaker(global, Some(&args.agent), signer.as_ref(), "")?;
+    let grants = match (&args.grants, args.allow.is_empty()) {
+        (None, true) => None,
+        (file, _) => {
+            let mut grants = match file {
+                Some(path) => Grants::load(path)?,
+                None => Grants::default(),
+            };
+            grants.extend(args.allow.iter().cloned());
+            Some(grants)
+        }
+    };
+    let verifier = args
+        .verify
+        .then(|| global.verifier("--verify"))
+        .transpose()?;
+    // With a registry the pool honours operator quarantines.
+    let quarantine = match &global.keys {
+        Some(_) => Some(global.verifier("quarantine")?),
+        None => None,
+    };
     if let Some(addr) = args.metrics {
         metrics_exporter_prometheus::PrometheusBuilder::new()
             .with_http_listener(addr)
@@ -117,8 +160,17 @@ pub async fn run(global: &Global, args: WorkerArgs) -> Result<(), Failure> {
     }
     let (log, topology) = global.topology().await?;
     let describe = log.describe();
-    let producer = Producer::new(log, topology, args.agent.clone())
+    let mut producer = Producer::new(log, topology, args.agent.clone())
         .with_claim_check(global.claim_check(args.blob_dir.clone(), args.claim_check_threshold));
+    if let Some(signer) = signer {
+        producer = producer.with_signer(signer);
+    }
+    let trust = describe_trust(
+        verifier.is_some(),
+        grants.as_ref(),
+        quarantine.is_some(),
+        producer.signer(),
+    );
     let config = WorkerConfig {
         group: args.group.clone(),
         concurrency: args.concurrency,
@@ -140,6 +192,9 @@ pub async fn run(global: &Global, args: WorkerArgs) -> Result<(), Failure> {
             max_age: args.key_retention,
             max_keys: args.max_keys,
         },
+        verifier,
+        grants,
+        quarantine,
         ..WorkerConfig::default()
     };
     let mut worker = Worker::new(producer, config);
@@ -161,7 +216,7 @@ pub async fn run(global: &Global, args: WorkerArgs) -> Result<(), Failure> {
         "agdx worker: stopping: finishing the records in hand, committing, leaving the group",
     ));
     eprintln!(
-        "agdx worker: agent '{}' (group '{}') handling {} on {describe}, stream '{}'; Ctrl-C stops it gracefully",
+        "agdx worker: agent '{}' (group '{}') handling {} on {describe}, stream '{}'{trust}; Ctrl-C stops it gracefully",
         args.agent,
         args.group.as_deref().unwrap_or(args.agent.as_str()),
         if args.operations.is_empty() {
@@ -181,4 +236,32 @@ pub async fn run(global: &Global, args: WorkerArgs) -> Result<(), Failure> {
         stats.skipped.load(Ordering::Relaxed),
     );
     Ok(())
+}
+
+/// What the start-up line says about signatures, grants and quarantine.
+fn describe_trust(
+    verify: bool,
+    grants: Option<&Grants>,
+    quarantine: bool,
+    signer: Option<&Signer>,
+) -> String {
+    let mut parts = Vec::new();
+    if verify {
+        parts.push("verifying signatures".to_owned());
+    }
+    if let Some(grants) = grants {
+        let list: Vec<String> = grants.iter().map(ToString::to_string).collect();
+        parts.push(format!("granting {}", list.join(" ")));
+    }
+    if quarantine {
+        parts.push("honouring quarantine".to_owned());
+    }
+    if let Some(signer) = signer {
+        parts.push(format!("signing with key {}", signer.key_id()));
+    }
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!(", {}", parts.join(", "))
+    }
 }

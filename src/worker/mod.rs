@@ -4,13 +4,21 @@
 //! A [`Worker`] joins the consumer group of its agent on `agent.commands`.
 //! Each partition it owns is read in order by one task; different partitions
 //! run concurrently, at most `concurrency` at a time. For each record the ten
-//! steps run (decode, must-understand, target, deadline, idempotency,
-//! dispatch, retries, dead letters, reply) and the pool then publishes the
-//! replies and dead-letter capsules and **only then** commits the offset.
+//! steps run (decode, must-understand, target, signature gate, deadline,
+//! idempotency, dispatch, retries, dead letters, reply) and the pool then
+//! publishes the replies and dead-letter capsules and **only then** commits
+//! the offset.
 //! A publish that may pass later is retried in place; an answer that can
 //! never be published becomes a small `internal` error and a dead letter, so
 //! no record holds its partition up. A handler that panics fails that one
 //! record (dead letter with the panic message), not the pool.
+//!
+//! With [`WorkerConfig::verifier`] the pool admits only commands signed by
+//! an enrolled key (step 4), and with [`WorkerConfig::grants`] only those
+//! whose signer may invoke the operation; with [`WorkerConfig::quarantine`]
+//! it stops taking work while its agent is quarantined by an operator
+//! (finishing and committing the record in hand, keeping its membership)
+//! and resumes when the quarantine is lifted.
 //!
 //! ```no_run
 //! # async fn demo(log: agdx::log::SharedLog) -> Result<(), Box<dyn std::error::Error>> {
@@ -29,7 +37,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::sync::Semaphore;
@@ -41,6 +49,7 @@ use crate::clock::{SharedClock, system_clock};
 use crate::idempotency::{KeyRetention, ProcessedKeys, StoreError};
 use crate::log::LogError;
 use crate::retry::RetryPolicy;
+use crate::trust::{Grants, Pause, Verifier};
 
 mod exec;
 mod flush;
@@ -94,6 +103,16 @@ pub struct WorkerConfig {
     pub card_ttl: Duration,
     /// The version the agent card names.
     pub agent_version: Option<String>,
+    /// Step 4: admit only commands that verify against this key registry;
+    /// others are dead-lettered `rejected` and answered `unauthorized`.
+    pub verifier: Option<Verifier>,
+    /// Which verified principals may invoke which operations (needs
+    /// `verifier`); a command without a grant is dead-lettered `rejected`
+    /// and answered `unauthorized` with check `forbidden`.
+    pub grants: Option<Grants>,
+    /// Pause while an operator key of this registry has quarantined the
+    /// agent (control facts on `agent.registry`).
+    pub quarantine: Option<Verifier>,
 }
 
 impl Default for WorkerConfig {
@@ -112,6 +131,9 @@ impl Default for WorkerConfig {
             handler_limit: None,
             card_ttl: crate::cards::DEFAULT_CARD_TTL,
             agent_version: None,
+            verifier: None,
+            grants: None,
+            quarantine: None,
         }
     }
 }
@@ -125,6 +147,12 @@ pub enum WorkerError {
     /// The processed-key store could not be opened.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// Grants were given without a verifier: a principal is only known
+    /// once its signature verified.
+    #[error(
+        "grants need a verifier: a command's principal is known only once its signature verified; set WorkerConfig::verifier (agdx worker --verify) too"
+    )]
+    GrantsWithoutVerifier,
 }
 
 impl WorkerError {
@@ -133,6 +161,7 @@ impl WorkerError {
         match self {
             WorkerError::Log(e) => e.is_retryable(),
             WorkerError::Store(e) => e.is_retryable(),
+            WorkerError::GrantsWithoutVerifier => false,
         }
     }
 }
@@ -154,6 +183,8 @@ pub struct WorkerStats {
     pub commits: AtomicU64,
     /// Records whose processing was followed by a commit.
     pub committed_records: AtomicU64,
+    /// Whether the pool is paused now because its agent is quarantined.
+    pub paused: AtomicBool,
 }
 
 impl WorkerStats {
@@ -233,6 +264,9 @@ impl Worker {
             .group
             .clone()
             .unwrap_or_else(|| agent.to_string());
+        if self.config.grants.is_some() && self.config.verifier.is_none() {
+            return Err(WorkerError::GrantsWithoutVerifier);
+        }
         let log = self.producer.log().clone();
         let store = match &self.config.state_dir {
             Some(dir) => Some(ProcessedKeys::open(
@@ -262,8 +296,25 @@ impl Worker {
             claim_check: self.claim_check,
             progress_interval: self.config.progress_interval,
             handler_limit: self.config.handler_limit,
+            gate: self
+                .config
+                .verifier
+                .clone()
+                .map(|v| (v, self.config.grants.clone())),
         });
         let commands = self.producer.topology().commands.clone();
+        let pause = match &self.config.quarantine {
+            Some(verifier) => {
+                let registry = self.producer.topology().registry.clone();
+                let pause =
+                    Pause::start(log.clone(), registry, verifier.clone(), agent.clone()).await?;
+                let stats = self.stats.clone();
+                Some(Arc::new(pause.on_change(move |paused| {
+                    stats.paused.store(paused, Ordering::Relaxed)
+                })))
+            }
+            None => None,
+        };
         let member = log.join_group(&commands, &group).await?;
         tracing::info!(agent = %agent, group = %group, member = %member.member_id(), log = %log.describe(), "worker joined its group");
         let card_stop = CancellationToken::new();
@@ -280,6 +331,7 @@ impl Worker {
             config: self.config.clone(),
             permits: Arc::new(Semaphore::new(self.config.concurrency.max(1))),
             stats: self.stats.clone(),
+            pause,
         });
         let mut tasks = PartitionTasks::default();
         let mut tick = tokio::time::interval(self.config.rebalance_every);

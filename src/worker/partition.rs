@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 use crate::idempotency::StoreError;
 use crate::log::{DEFAULT_POLL_WAIT, LogError, LogRecord, TopicInfo};
 use crate::producer::Producer;
+use crate::trust::Pause;
 
 use super::WorkerConfig;
 use super::WorkerStats;
@@ -32,6 +33,17 @@ pub(super) struct PartitionContext {
     pub config: WorkerConfig,
     pub permits: Arc<Semaphore>,
     pub stats: Arc<WorkerStats>,
+    /// Set when the pool honours quarantine.
+    pub pause: Option<Arc<Pause>>,
+}
+
+impl PartitionContext {
+    /// Whether the pool's agent is quarantined now (take no new records).
+    fn paused(&self) -> bool {
+        self.pause
+            .as_ref()
+            .is_some_and(|p| p.quarantined().is_some())
+    }
 }
 
 /// Reads one partition in order until cancelled.
@@ -88,6 +100,10 @@ async fn turn(
     let producer = &processor.producer;
     let log = producer.log();
     let commands = &producer.topology().commands;
+    if let Some(pause) = ctx.pause.as_ref().filter(|_| ctx.paused()) {
+        let cancelled = pause.wait_while_quarantined(cancel).await;
+        return Ok(if cancelled { Turn::Stop } else { Turn::Again });
+    }
     let next = match *from {
         Some(next) => next,
         None => {
@@ -200,9 +216,10 @@ async fn handle_batch(
 ) -> Result<(), BatchError> {
     let mut unflushed = Unflushed::default();
     for record in records {
-        // Stopping (or losing the partition) ends the batch after the record
-        // in hand; the rest stays uncommitted for whoever reads next.
-        if cancel.is_cancelled() {
+        // Stopping (or losing the partition, or a quarantine) ends the batch
+        // after the record in hand; the rest stays uncommitted for whoever
+        // reads next.
+        if cancel.is_cancelled() || ctx.paused() {
             break;
         }
         let processed =

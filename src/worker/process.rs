@@ -17,6 +17,7 @@ use crate::log::LogRecord;
 use crate::producer::{Outgoing, Producer, ReplyTo};
 use crate::record::{content_type_of, envelope_of};
 use crate::retry::RetryPolicy;
+use crate::trust::{Grants, Verifier};
 
 use super::handler::{Handler, HandlerReply, Request};
 use super::invoke::run_with_retries;
@@ -123,6 +124,8 @@ pub(crate) struct Processor {
     pub claim_check: Option<ClaimCheck>,
     pub progress_interval: std::time::Duration,
     pub handler_limit: Option<std::time::Duration>,
+    /// Step 4: the verifier and the grants, when configured.
+    pub gate: Option<(Verifier, Option<Grants>)>,
 }
 
 impl Processor {
@@ -186,7 +189,19 @@ impl Processor {
                 reply_to.map(|to| ErrorReply::new(to, error)),
             ));
         }
-        // 4. the signature gate runs only when a verifier is configured; none is.
+        // 4. the signature gate and the grants, when a verifier is configured
+        if let Some((verifier, grants)) = &self.gate
+            && let Err(refusal) = crate::trust::admit(verifier, grants.as_ref(), &envelope, record)
+        {
+            tracing::warn!(check = refusal.check(), %refusal, "refusing a command at the signature gate");
+            return Ok(self.dead(
+                record,
+                DeadLetterReason::Rejected,
+                1,
+                refusal.message(&self.agent),
+                reply_to.map(|to| ErrorReply::new(to, refusal.error_body(&self.agent))),
+            ));
+        }
         // 5. deadline
         let now = self.clock.now_micros();
         if let Some(deadline) = envelope.deadline_micros.filter(|d| *d < now) {
@@ -483,6 +498,9 @@ fn readdress(stored: Vec<Outgoing>, to: &ReplyTo) -> Vec<Outgoing> {
             e.cause = to.cause;
             e.cause_at = to.cause_at;
             e.target = Some(to.target.clone());
+            // A stored signature covers the old addressing; the producer
+            // signs the new one when it has a key.
+            e.signature = None;
             if e.record.is_some() {
                 e.record = Some(new_record_id());
             }

@@ -240,6 +240,7 @@ impl Fabric {
             .arg(&self.stream)
             .env_remove("AGDX_LOG")
             .env_remove("AGDX_STREAM")
+            .env_remove("AGDX_KEYS")
             .current_dir(self.dir.path())
             .kill_on_drop(true);
         command

@@ -21,6 +21,7 @@ pub mod iggy;
 pub mod ioa;
 pub mod kafka;
 pub mod postgres;
+pub mod trust;
 
 use std::any::Any;
 use std::future::Future;
