@@ -1,8 +1,8 @@
 //! Operator-signed quarantine (runtime.md §6): a quarantine stops asks to
 //! the agent before they are sent and pauses its worker pool; lifting it
 //! resumes both. Facts that are unsigned, signed by an agent key or an
-//! expired operator key, or re-published verbatim change nothing. On every
-//! backend.
+//! expired operator key, re-published verbatim, or whose body names no
+//! agent change nothing. On every backend.
 
 mod support;
 
@@ -164,6 +164,11 @@ async fn unsigned_agent_signed_expired_and_republished_facts_change_nothing() {
             ("agent-signed.bin", mallory.sign(fact("mallory", true), None).encode()),
             ("expired.bin", retired.sign(fact("old-ops", true), None).encode()),
             ("replayed.bin", captured.payload.to_vec()),
+            ("bad-body.bin", {
+                let mut bad = fact("ops", true);
+                bad.body = b"\xffnot text".to_vec();
+                ops.sign(bad, None).encode()
+            }),
         ];
         let mut args = vec!["publish".to_owned(), "--topic".into(), "agent.registry".into()];
         for (name, bytes) in &files {
@@ -173,7 +178,7 @@ async fn unsigned_agent_signed_expired_and_republished_facts_change_nothing() {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let (code, stdout, stderr) = fabric.run_agdx(&args).await;
         assert_eq!(code, 0, "{stderr}");
-        assert_eq!(stdout.lines().count(), 4, "{stdout}");
+        assert_eq!(stdout.lines().count(), 5, "{stdout}");
         assert!(stdout.lines().all(|l| l.starts_with("published ") && l.contains("topic=agent.registry")), "{stdout}");
 
         // The fold: still lifted, and each forged fact ignored for its reason.
@@ -182,7 +187,10 @@ async fn unsigned_agent_signed_expired_and_republished_facts_change_nothing() {
             .unwrap();
         assert!(state.quarantined(&agent_id("echo")).is_none(), "{state:?}");
         let counts: Vec<(&str, usize)> = state.ignored_counts().into_iter().collect();
-        assert_eq!(counts, [("expired", 1), ("not_operator", 1), ("replayed", 1), ("unsigned", 1)]);
+        assert_eq!(
+            counts,
+            [("bad_body", 1), ("expired", 1), ("not_operator", 1), ("replayed", 1), ("unsigned", 1)]
+        );
 
         // Asks are not refused, and the list says why each fact was ignored.
         let keys_arg = keys.arg();
@@ -193,13 +201,14 @@ async fn unsigned_agent_signed_expired_and_republished_facts_change_nothing() {
         let (code, stdout, stderr) = fabric.run_agdx(&["--keys", &keys_arg, "quarantine", "--list"]).await;
         assert_eq!(code, 0, "{stderr}");
         let lines: Vec<&str> = stdout.lines().collect();
-        assert_eq!(lines.len(), 5, "{stdout}");
+        assert_eq!(lines.len(), 6, "{stdout}");
         assert!(lines[0].starts_with("echo active: quarantine lifted by 'ops' at "), "{stdout}");
         let ignored = |says: &str| lines.iter().filter(|l| l.starts_with("ignored quarantine fact at ") && l.contains(says)).count();
         assert_eq!(ignored("the record is unsigned"), 1, "{stdout}");
         assert_eq!(ignored(&format!("signed by 'mallory' with key {}, an agent key; only operator keys sign control facts", mallory.key_id())), 1, "{stdout}");
         assert_eq!(ignored(&format!("key {} of 'old-ops' expired at", retired.key_id())), 1, "{stdout}");
         assert_eq!(ignored(&format!("record {} was applied already; a re-published copy changes nothing", genuine.record.unwrap())), 1, "{stdout}");
+        assert_eq!(ignored("the body of a status `quarantine` is not UTF-8 text, so it names no agent"), 1, "{stdout}");
     })
     .await;
 }

@@ -27,7 +27,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agdx_wire::{AgentEnvelope, AgentId, Kind, LogPosition, RecordId, StatusOperation};
+use agdx_wire::{AgentEnvelope, AgentId, LogPosition, RecordId, StatusBodyError, StatusOperation};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -76,7 +76,7 @@ pub enum IgnoredWhy {
         key_id: KeyId,
     },
     /// Its body is not an agent id.
-    BadBody(String),
+    BadBody(StatusBodyError),
     /// Its record id was applied already (a re-published copy).
     Replayed(RecordId),
 }
@@ -102,7 +102,7 @@ impl std::fmt::Display for IgnoredWhy {
                 f,
                 "signed by '{principal}' with key {key_id}, an agent key; only operator keys sign control facts"
             ),
-            IgnoredWhy::BadBody(why) => write!(f, "the body does not name an agent: {why}"),
+            IgnoredWhy::BadBody(why) => write!(f, "{why}"),
             IgnoredWhy::Replayed(record) => write!(
                 f,
                 "record {record} was applied already; a re-published copy changes nothing"
@@ -226,7 +226,7 @@ impl QuarantineFold {
         let Ok(envelope) = AgentEnvelope::decode_valid(&record.payload) else {
             return false;
         };
-        let quarantined = match fact_operation(&envelope) {
+        let quarantined = match envelope.status_operation() {
             Some(StatusOperation::Quarantine) => true,
             Some(StatusOperation::Unquarantine) => false,
             _ => return false,
@@ -251,13 +251,11 @@ impl QuarantineFold {
             }));
             return false;
         }
-        let agent = match std::str::from_utf8(&envelope.body)
-            .map_err(|e| e.to_string())
-            .and_then(|text| AgentId::new(text).map_err(|e| e.to_string()))
-        {
-            Ok(agent) => agent,
-            Err(why) => {
-                self.rejected.push(ignore(IgnoredWhy::BadBody(why)));
+        // The validator leaves status bodies alone; the fold checks its own.
+        let agent = match envelope.control_fact() {
+            Ok(fact) => fact.agent,
+            Err(error) => {
+                self.rejected.push(ignore(IgnoredWhy::BadBody(error)));
                 return false;
             }
         };
@@ -344,13 +342,6 @@ impl QuarantineFold {
         }
         Ok(fold.state())
     }
-}
-
-fn fact_operation(envelope: &AgentEnvelope) -> Option<StatusOperation> {
-    if envelope.kind != Kind::Status {
-        return None;
-    }
-    envelope.operation.as_deref()?.parse().ok()
 }
 
 fn operation_name(quarantined: bool) -> &'static str {
