@@ -16,7 +16,9 @@ use super::send::{CommandArgs, produce_failure};
 ///
 /// Prints the response body on stdout and exits 0. A streamed reply is
 /// printed chunk by chunk as it arrives. An error reply prints
-/// `error <code>: <message>` on stderr and exits 3; no reply in time exits 4.
+/// `error <code>: <message>` on stderr and exits 3, as does an agent that is
+/// quarantined (`error quarantined: ...`, nothing sent; needs --keys); no
+/// reply in time exits 4.
 #[derive(Debug, Args)]
 #[command(mut_arg("to", |a| a.required(true)), mut_arg("operation", |a| a.required(true)))]
 pub struct AskArgs {

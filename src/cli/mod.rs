@@ -56,7 +56,7 @@ pub struct Cli {
 pub enum Command {
     /// See it all work in one command: a worker pool in this process on a throwaway log.
     Demo(demo::DemoArgs),
-    /// Send a command to an agent and print its reply (exit 3 on an error reply, 4 on timeout).
+    /// Send a command to an agent and print its reply (exit 3 on an error reply or a quarantined agent, 4 on timeout).
     Ask(ask::AskArgs),
     /// Publish commands without waiting for replies.
     Send(send::SendArgs),
