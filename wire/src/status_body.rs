@@ -129,8 +129,6 @@ impl fmt::Display for Wanted {
 }
 
 impl AgentEnvelope {
-    /// The status operation, when this is a status whose operation is one of
-    /// the closed set.
     /// The operation of a `status` envelope, when it is one of the closed
     /// vocabulary; `None` for other kinds.
     pub fn status_operation(&self) -> Option<StatusOperation> {
