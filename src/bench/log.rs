@@ -53,6 +53,9 @@ pub struct LogBenchOptions {
     pub batch: u32,
     /// Partitions of the bench topic; batches go to them in turn.
     pub partitions: u32,
+    /// Appends in flight at once, each a batch of its own to the next
+    /// partition (at most one per partition at a time).
+    pub producers: u32,
     /// Whether each record carries the agent record headers.
     pub headers: bool,
     /// The stream to create the bench topic in; `None` for a new one.
@@ -66,6 +69,7 @@ impl Default for LogBenchOptions {
             size: 256,
             batch: 100,
             partitions: 4,
+            producers: 1,
             headers: true,
             stream: None,
         }
@@ -144,7 +148,7 @@ impl fmt::Display for LogBenchReport {
         let o = &self.options;
         writeln!(
             f,
-            "log bench on {}{}: {} records of {} B{}, batches of {}, {} partitions{}",
+            "log bench on {}{}: {} records of {} B{}, batches of {}, {} partitions, {} producer{}{}",
             self.log,
             durability_note(self.durability),
             o.records,
@@ -152,6 +156,12 @@ impl fmt::Display for LogBenchReport {
             if o.headers { " with agent headers" } else { "" },
             o.batch,
             o.partitions,
+            o.producers,
+            if o.producers == 1 {
+                ""
+            } else {
+                "s appending at once (time per append is the time of the whole group)"
+            },
             if self.plain.is_some() {
                 ", taking turns with the plain iggy client"
             } else {
@@ -248,6 +258,12 @@ fn check(opts: &LogBenchOptions) -> Result<(), LogError> {
     if opts.records == 0 || opts.size == 0 || opts.batch == 0 || opts.partitions == 0 {
         return Err(LogError::InvalidInput(format!(
             "the bench needs at least one record of at least one byte, batches of at least one and one partition, not {opts:?}"
+        )));
+    }
+    if opts.producers == 0 || opts.producers > opts.partitions {
+        return Err(LogError::InvalidInput(format!(
+            "--producers must be 1 to the number of partitions ({}), not {}: each producer appends to a partition of its own at a time",
+            opts.partitions, opts.producers
         )));
     }
     Ok(())
@@ -412,15 +428,30 @@ async fn measure(
     let mut figures = vec![BenchFigures::default(); sides.len()];
     let turn = |round: usize| (0..sides.len()).map(move |k| (round + k) % sides.len());
 
-    for (round, count) in batches(opts).enumerate() {
-        let partition = u32::try_from(round as u64 % u64::from(opts.partitions)).unwrap_or(0);
+    // Each round, every producer appends a batch of its own at once.
+    let counts: Vec<u32> = batches(opts).collect();
+    let mut next_partition = 0u32;
+    for (round, group) in counts.chunks(opts.producers as usize).enumerate() {
+        let partitions: Vec<u32> = group
+            .iter()
+            .map(|_| {
+                let partition = next_partition;
+                next_partition = (next_partition + 1) % opts.partitions;
+                partition
+            })
+            .collect();
         for s in turn(round) {
             let started = Instant::now();
-            let batch = sides[s].batch(count)?;
-            sides[s].append(topic, partition, batch).await?;
-            figures[s]
-                .append
-                .add(u64::from(count), opts.size, started.elapsed());
+            let appends = group
+                .iter()
+                .zip(&partitions)
+                .map(|(&count, &partition)| async move {
+                    let batch = sides[s].batch(count)?;
+                    sides[s].append(topic, partition, batch).await
+                });
+            futures_util::future::try_join_all(appends).await?;
+            let records = group.iter().map(|&c| u64::from(c)).sum();
+            figures[s].append.add(records, opts.size, started.elapsed());
         }
     }
 

@@ -7,6 +7,7 @@ pub mod ax_ipc;
 pub mod log;
 pub mod pipeline;
 pub mod plain;
+mod timing;
 
 use crate::ask::AskError;
 use crate::bridge::ax_ipc::{BindError, SchemaError};

@@ -9,6 +9,8 @@ use iggy::prelude::{
     IggyMessage, MessageClient, Partitioning, PollingStrategy, StreamClient,
 };
 
+use iggy_common::locking::IggyRwLockFn;
+
 use crate::log::iggy::Durability;
 use crate::log::{LogError, LogSpec, TopicInfo};
 
@@ -123,11 +125,12 @@ impl PlainClient {
             durability: target.durability,
             reader: Consumer::default(),
         };
-        plain
-            .client
-            .connect()
-            .await
-            .map_err(|e| plain.error("connecting", e))?;
+        // The inner client's connect, as agdx's own connections do:
+        // `IggyClient::connect` starts a heartbeat task that reports an
+        // error for every ping once the client is shut down. A bench
+        // connection is busy or soon closed, so it needs no heartbeat.
+        let connected = plain.client.client().read().await.connect().await;
+        connected.map_err(|e| plain.error("connecting", e))?;
         Ok(plain)
     }
 

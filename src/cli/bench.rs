@@ -20,7 +20,11 @@ pub enum BenchCommand {
     /// the plain iggy client on the same server, with the ratio ours/plain,
     /// once per durability mode (fsync, then server).
     Log(LogArgs),
-    /// Round trips (ask → in-process echo worker → reply): latency percentiles and requests/s.
+    /// Round trips (ask → in-process echo worker → reply): latency
+    /// percentiles and requests/s, the median of several rounds. On Iggy,
+    /// the plain iggy client's ping-pong takes turns with it, with the
+    /// ratio ours/plain, once per durability mode (fsync, then server).
+    /// Then the CPU an idle worker and a waiting requester use.
     Ask(AskArgs),
     /// The ax-ipc bridge's added latency: direct asks, then the same calls
     /// framed through an in-process bridge on a Unix socket, to the same
@@ -48,16 +52,29 @@ pub struct LogArgs {
     /// Partitions of the bench topic.
     #[arg(long, default_value_t = 4)]
     pub partitions: u32,
+    /// Appends in flight at once, each to a partition of its own (group
+    /// commit on the embedded log); at most --partitions.
+    #[arg(long, default_value_t = 1)]
+    pub producers: u32,
 }
 
 #[derive(Debug, Args)]
 pub struct AskArgs {
     /// Asks in flight at once.
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = 1)]
     pub concurrency: usize,
-    /// Asks in all.
-    #[arg(long, default_value_t = 2_000)]
+    /// Asks per round (and ping-pongs per round on Iggy).
+    #[arg(long, default_value_t = 300)]
     pub requests: u64,
+    /// Rounds; the figures are the median over them.
+    #[arg(long, default_value_t = 5)]
+    pub rounds: usize,
+    /// Also time each leg of an ask (append, wake-up, handling, reply), one ask at a time.
+    #[arg(long)]
+    pub breakdown: bool,
+    /// How long each idle CPU measurement lasts (0s skips them).
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = humantime::parse_duration)]
+    pub idle: std::time::Duration,
     /// Body bytes per command.
     #[arg(long, value_name = "BYTES", default_value_t = 64)]
     pub size: usize,
@@ -103,6 +120,7 @@ pub async fn run(global: &Global, command: BenchCommand) -> Result<(), Failure> 
                 size: args.size,
                 batch: args.batch,
                 partitions: args.partitions,
+                producers: args.producers,
                 ..LogBenchOptions::default()
             };
             for spec in in_every_mode(global.spec()?) {
@@ -117,8 +135,24 @@ pub async fn run(global: &Global, command: BenchCommand) -> Result<(), Failure> 
                 requests: args.requests,
                 size: args.size,
                 partitions: args.partitions,
+                rounds: args.rounds,
+                breakdown: args.breakdown,
+                idle: args.idle,
             };
-            println!("{}", run_ask_bench(global.open().await?, options).await?);
+            for spec in in_every_mode(global.spec()?) {
+                let log = spec.open().await?;
+                let plain = PlainIggyTarget::for_spec(&spec);
+                // On Iggy the worker has a connection of its own, as the
+                // plain ponger has; the embedded log is shared in-process.
+                let worker_log = match plain {
+                    Some(_) => spec.open().await?,
+                    None => log.clone(),
+                };
+                println!(
+                    "{}",
+                    run_ask_bench(log, worker_log, plain, options.clone()).await?
+                );
+            }
         }
         BenchCommand::AxIpc(args) => {
             let options = AxIpcBenchOptions {

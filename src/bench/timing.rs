@@ -1,0 +1,208 @@
+//! A log that notes when appends, polls and commits happen: the ask bench
+//! reads an ask's path off these notes (where its time goes) and takes the
+//! exact records an ask wrote for the plain client to send the same bytes.
+//!
+//! Noting costs an atomic load per call while it is off, and a short lock
+//! while it is on, so the bench keeps it off while it measures latencies.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+
+use crate::log::{GroupMember, Log, LogError, LogRecord, OutgoingRecord, SharedLog, TopicInfo};
+
+/// One call the timed log saw end.
+#[derive(Debug, Clone)]
+pub(crate) enum Note {
+    /// An append to `topic`, from call to answer, with its records.
+    Append {
+        topic: String,
+        started: Instant,
+        ended: Instant,
+        records: Vec<OutgoingRecord>,
+    },
+    /// A poll of `topic` that returned `count` records at `ended`.
+    Poll {
+        topic: String,
+        ended: Instant,
+        count: usize,
+    },
+    /// A commit, from call to answer.
+    Commit { started: Instant, ended: Instant },
+}
+
+/// [`Log`] over another log, noting calls while noting is on.
+pub(crate) struct TimedLog {
+    inner: SharedLog,
+    notes: Arc<Notes>,
+}
+
+/// The notes of one or more timed logs, in the order the calls ended.
+#[derive(Default)]
+struct Notes {
+    on: AtomicBool,
+    notes: Mutex<Vec<Note>>,
+}
+
+impl TimedLog {
+    pub(crate) fn new(inner: SharedLog) -> Self {
+        Self {
+            inner,
+            notes: Arc::default(),
+        }
+    }
+
+    /// Another log noting into the notes of `other`.
+    pub(crate) fn sharing(inner: SharedLog, other: &TimedLog) -> Self {
+        Self {
+            inner,
+            notes: other.notes.clone(),
+        }
+    }
+
+    /// Starts noting, forgetting earlier notes.
+    pub(crate) fn start(&self) {
+        self.lock().clear();
+        self.notes.on.store(true, Ordering::SeqCst);
+    }
+
+    /// Stops noting and hands out the notes.
+    pub(crate) fn stop(&self) -> Vec<Note> {
+        self.notes.on.store(false, Ordering::SeqCst);
+        std::mem::take(&mut *self.lock())
+    }
+
+    /// The notes so far, noting on.
+    pub(crate) fn take(&self) -> Vec<Note> {
+        std::mem::take(&mut *self.lock())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Note>> {
+        self.notes
+            .notes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn noting(&self) -> bool {
+        self.notes.on.load(Ordering::Relaxed)
+    }
+
+    fn note(&self, note: Note) {
+        self.lock().push(note);
+    }
+}
+
+#[async_trait]
+impl Log for TimedLog {
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+
+    fn max_record_bytes(&self) -> usize {
+        self.inner.max_record_bytes()
+    }
+
+    async fn ensure_topic(
+        &self,
+        stream: &str,
+        topic: &str,
+        partitions: u32,
+    ) -> Result<TopicInfo, LogError> {
+        self.inner.ensure_topic(stream, topic, partitions).await
+    }
+
+    async fn topic(&self, stream: &str, topic: &str) -> Result<Option<TopicInfo>, LogError> {
+        self.inner.topic(stream, topic).await
+    }
+
+    async fn append(
+        &self,
+        topic: &TopicInfo,
+        partition: u32,
+        records: Vec<OutgoingRecord>,
+    ) -> Result<(), LogError> {
+        if !self.noting() {
+            return self.inner.append(topic, partition, records).await;
+        }
+        let kept = records.clone();
+        let started = Instant::now();
+        let appended = self.inner.append(topic, partition, records).await;
+        self.note(Note::Append {
+            topic: topic.topic.clone(),
+            started,
+            ended: Instant::now(),
+            records: kept,
+        });
+        appended
+    }
+
+    async fn poll(
+        &self,
+        topic: &TopicInfo,
+        partition: u32,
+        from: u64,
+        max: u32,
+        wait: Duration,
+    ) -> Result<Vec<LogRecord>, LogError> {
+        let polled = self.inner.poll(topic, partition, from, max, wait).await;
+        if self.noting() {
+            if let Ok(records) = &polled {
+                self.note(Note::Poll {
+                    topic: topic.topic.clone(),
+                    ended: Instant::now(),
+                    count: records.len(),
+                });
+            }
+        }
+        polled
+    }
+
+    async fn last_offset(
+        &self,
+        topic: &TopicInfo,
+        partition: u32,
+    ) -> Result<Option<u64>, LogError> {
+        self.inner.last_offset(topic, partition).await
+    }
+
+    async fn join_group(
+        &self,
+        topic: &TopicInfo,
+        group: &str,
+    ) -> Result<Box<dyn GroupMember>, LogError> {
+        self.inner.join_group(topic, group).await
+    }
+
+    async fn store_offset(
+        &self,
+        topic: &TopicInfo,
+        group: &str,
+        partition: u32,
+        offset: u64,
+    ) -> Result<(), LogError> {
+        let started = Instant::now();
+        let stored = self
+            .inner
+            .store_offset(topic, group, partition, offset)
+            .await;
+        if self.noting() {
+            self.note(Note::Commit {
+                started,
+                ended: Instant::now(),
+            });
+        }
+        stored
+    }
+
+    async fn committed_offset(
+        &self,
+        topic: &TopicInfo,
+        group: &str,
+        partition: u32,
+    ) -> Result<Option<u64>, LogError> {
+        self.inner.committed_offset(topic, group, partition).await
+    }
+}
