@@ -318,7 +318,9 @@ pub async fn run_ask_bench(
     // records are the bytes the plain client sends.
     timed.start();
     ask_once(&requester, &body).await?;
-    let (command, reply) = records_of(&timed.stop(), &topology)?;
+    let notes = timed.take_round_trip(&topology.commands.topic).await;
+    timed.stop();
+    let (command, reply) = records_of(&notes, &topology)?;
 
     let durability = plain.as_ref().map(PlainIggyTarget::durability);
     let pairs = match &plain {
@@ -503,7 +505,7 @@ async fn breakdown(
         let started = Instant::now();
         ask_once(requester, body).await?;
         let answered = Instant::now();
-        let notes = timed.take();
+        let notes = timed.take_round_trip(commands).await;
         let mut appends = notes.iter().filter_map(|n| match n {
             Note::Append {
                 topic,
