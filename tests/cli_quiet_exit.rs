@@ -50,7 +50,18 @@ async fn ask_and_bench_ask_exit_without_noise() {
         }
         for _ in 0..RUNS {
             let (code, stdout, stderr) = fabric
-                .run_agdx(&["bench", "ask", "--requests", "40", "--partitions", "4"])
+                .run_agdx(&[
+                    "bench",
+                    "ask",
+                    "--requests",
+                    "40",
+                    "--partitions",
+                    "4",
+                    "--rounds",
+                    "1",
+                    "--idle",
+                    "0s",
+                ])
                 .await;
             assert_eq!(code, 0, "bench ask failed: {stderr}");
             assert!(stdout.contains("requests/s"), "{stdout}");

@@ -31,10 +31,10 @@ use bytes::Bytes;
 use iggy::prelude::IggyMessage;
 use tokio_util::sync::CancellationToken;
 
-use super::{BenchError, ms};
 use super::log::durability_note;
 use super::plain::{PlainClient, PlainIggyTarget, typed_headers};
 use super::timing::{Note, TimedLog};
+use super::{BenchError, ms};
 use crate::ask::Requester;
 use crate::log::iggy::Durability;
 use crate::log::{LogError, OutgoingRecord, SharedLog, TopicInfo};
@@ -318,7 +318,9 @@ pub async fn run_ask_bench(
     // records are the bytes the plain client sends.
     timed.start();
     ask_once(&requester, &body).await?;
-    let notes = timed.take_round_trip(&topology.commands.topic).await;
+    let notes = timed
+        .take_round_trip(&topology.commands.topic, &topology.responses.topic)
+        .await;
     timed.stop();
     let (command, reply) = records_of(&notes, &topology)?;
 
@@ -354,16 +356,7 @@ pub async fn run_ask_bench(
     rounds?;
 
     let breakdown = if options.breakdown {
-        Some(
-            breakdown(
-                &timed,
-                &requester,
-                &body,
-                &topology.commands.topic,
-                &options,
-            )
-            .await?,
-        )
+        Some(breakdown(&timed, &requester, &body, &topology, &options).await?)
     } else {
         None
     };
@@ -482,9 +475,10 @@ async fn breakdown(
     timed: &TimedLog,
     requester: &Requester,
     body: &[u8],
-    commands: &str,
+    topology: &crate::topology::Topology,
     options: &AskBenchOptions,
 ) -> Result<Breakdown, BenchError> {
+    let (commands, responses) = (&topology.commands.topic, &topology.responses.topic);
     // The first four legs follow each other and add up to the round trip;
     // the appends overlap them (a reader may read a record while its
     // append still waits for the flush).
@@ -505,14 +499,16 @@ async fn breakdown(
         let started = Instant::now();
         ask_once(requester, body).await?;
         let answered = Instant::now();
-        let notes = timed.take_round_trip(commands).await;
+        let notes = timed.take_round_trip(commands, responses).await;
         let mut appends = notes.iter().filter_map(|n| match n {
             Note::Append {
                 topic,
                 started,
                 ended,
                 ..
-            } => Some((topic == commands, *started, *ended)),
+            } if topic == commands || topic == responses => {
+                Some((topic == commands, *started, *ended))
+            }
             _ => None,
         });
         let (Some((true, cmd_start, cmd_end)), Some((false, reply_start, reply_end))) =

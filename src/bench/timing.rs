@@ -80,17 +80,17 @@ impl TimedLog {
     }
 
     /// The notes so far, once they show both the append of a command (to
-    /// `commands`) and that of a reply (to any other topic), or after a
+    /// `commands`) and that of a reply (to `responses`), or after a
     /// second; noting on. An asker can have its reply before the worker's
     /// append call has returned, so the note of that comes a little later.
-    pub(crate) async fn take_round_trip(&self, commands: &str) -> Vec<Note> {
+    pub(crate) async fn take_round_trip(&self, commands: &str, responses: &str) -> Vec<Note> {
         for _ in 0..1000 {
             let (command, reply) =
                 self.lock()
                     .iter()
                     .fold((false, false), |seen, note| match note {
                         Note::Append { topic, .. } if topic == commands => (true, seen.1),
-                        Note::Append { .. } => (seen.0, true),
+                        Note::Append { topic, .. } if topic == responses => (seen.0, true),
                         _ => seen,
                     });
             if command && reply {
