@@ -18,7 +18,7 @@
 //! - [`replay`]: the log read back: conversation timelines, the causal
 //!   graph, folds with snapshots, dead-letter tools.
 //! - [`bridge`]: edge bridges that let agents speaking another protocol
-//!   work with agents on the log (AX IPC, an IOA server).
+//!   work with agents on the log (AXON, AX IPC, an IOA server).
 //! - [`trust`]: Ed25519 signing and verification, the key registry, grants
 //!   and operator-signed quarantine.
 //!

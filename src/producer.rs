@@ -285,6 +285,7 @@ struct ProducerInner {
     claim_check: Option<ClaimCheck>,
     signer: Option<Signer>,
     quarantine: Option<Arc<QuarantineWatch>>,
+    bridge_hop: Option<String>,
 }
 
 impl Producer {
@@ -298,6 +299,7 @@ impl Producer {
                 claim_check: None,
                 signer: None,
                 quarantine: None,
+                bridge_hop: None,
             }),
         }
     }
@@ -332,6 +334,20 @@ impl Producer {
     /// The signer, when configured.
     pub fn signer(&self) -> Option<&Signer> {
         self.inner.signer.as_ref()
+    }
+
+    /// Appends the bridge `id` to the `bridge_hops` metadata of everything
+    /// this producer publishes: an edge bridge writes through such a
+    /// producer, so any record it wrote can be recognised when it comes back
+    /// to it (seed 003, "Interop is an edge mapping").
+    pub fn with_bridge_hop(self, id: impl Into<String>) -> Self {
+        let id = id.into();
+        self.with_inner(|inner| inner.bridge_hop = Some(id))
+    }
+
+    /// The bridge id stamped into `bridge_hops`, when this producer is a bridge's.
+    pub fn bridge_hop(&self) -> Option<&str> {
+        self.inner.bridge_hop.as_deref()
     }
 
     /// The agent this producer writes as.
@@ -666,6 +682,12 @@ impl Producer {
             mut envelope,
             content_type,
         } = outgoing;
+        if let Some(hop) = &self.inner.bridge_hop {
+            envelope
+                .metadata
+                .get_or_insert_with(Metadata::new)
+                .push_bridge_hop(hop);
+        }
         if let (Some(watch), Some(target)) = (&self.inner.quarantine, &envelope.target)
             && topic == &self.inner.topology.commands
         {

@@ -14,15 +14,19 @@
 //! `bridge_hops` with the bridge's id appended, and a bridge refuses a
 //! message whose hops already name it ([`stamp_hops`]): a message that came
 //! back to a bridge it passed through is a translation loop, and without
-//! the guard it would circle forever.
+//! the guard it would circle forever. A bridge that writes through one
+//! producer can have it stamp every record
+//! ([`Producer::with_bridge_hop`](crate::Producer::with_bridge_hop)).
 //!
 //! One module per edge protocol:
+//! - [`axon`]: AXON peers over QUIC with mutual TLS (`agdx bridge axon`).
 //! - [`ax_ipc`]: the AX host's IPC (length-prefixed JSON over a Unix
 //!   socket, and `POST /internal/ipc` over HTTP).
 //! - [`ioa`]: an IOA server (spaces, nodes, the message graph, SSE, MCP
 //!   tools) whose only store is the log.
 
 pub mod ax_ipc;
+pub mod axon;
 pub mod ioa;
 
 use agdx_wire::{META_BRIDGE_HOPS, Metadata, Scalar};

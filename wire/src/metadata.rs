@@ -483,6 +483,44 @@ impl Metadata {
         self.0.iter().try_for_each(|(k, v)| check_pinned(k, v))
     }
 
+    /// Whether `bridge_hops` names the bridge `id`: the message already
+    /// passed through it, so handing it on again would loop.
+    ///
+    /// ```
+    /// use agdx_wire::Metadata;
+    /// let mut m = Metadata::new();
+    /// m.push_bridge_hop("axon:a");
+    /// m.push_bridge_hop("ax-ipc:b");
+    /// assert!(m.has_bridge_hop("axon:a") && m.has_bridge_hop("ax-ipc:b"));
+    /// assert!(!m.has_bridge_hop("axon:c"));
+    /// ```
+    pub fn has_bridge_hop(&self, id: &str) -> bool {
+        match self.get(META_BRIDGE_HOPS) {
+            Some(Scalar::Array(hops)) => hops.iter().any(|hop| hop.as_str() == Some(id)),
+            Some(Scalar::Text(hop)) => hop == id,
+            _ => false,
+        }
+    }
+
+    /// Appends the bridge `id` to `bridge_hops`, keeping the hops already
+    /// there (a lone text value, which breaks the pinned shape, is kept as
+    /// the first hop; any other misshapen value is replaced).
+    pub fn push_bridge_hop(&mut self, id: &str) {
+        match self.0.iter_mut().find(|(k, _)| k == META_BRIDGE_HOPS) {
+            Some((_, Scalar::Array(hops))) => hops.push(id.into()),
+            Some((_, slot)) => {
+                let first = match std::mem::replace(slot, Scalar::Null) {
+                    Scalar::Text(hop) => Some(Scalar::Text(hop)),
+                    _ => None,
+                };
+                *slot = Scalar::Array(first.into_iter().chain([id.into()]).collect());
+            }
+            None => self
+                .0
+                .push((META_BRIDGE_HOPS.to_owned(), Scalar::Array(vec![id.into()]))),
+        }
+    }
+
     /// The envelope metadata caps (wire.md), and nothing else.
     pub(crate) fn check_envelope_rules(&self) -> Result<(), Problem> {
         self.check_shape()?;
