@@ -15,6 +15,7 @@
 
 pub mod agents;
 pub mod ax_ipc;
+pub mod axon;
 pub mod embedded;
 pub mod fabric;
 pub mod iggy;
