@@ -42,7 +42,11 @@ fn hops(e: &AgentEnvelope) -> Vec<String> {
         .as_ref()
         .and_then(|m| m.get(META_BRIDGE_HOPS))
         .and_then(Scalar::as_array)
-        .map(|a| a.iter().filter_map(|h| h.as_str().map(str::to_owned)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|h| h.as_str().map(str::to_owned))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -57,10 +61,15 @@ async fn an_axon_request_reaches_a_worker_and_its_reply_comes_back_byte_for_byte
         let connection = peer.dial_bridge(bridge.addr, &bridge.public_key).await;
 
         let mut ids = Vec::new();
-        for payload in [r#"{ "message" : "hi",  "n": 1.50 }"#, r#"{"message":"again"}"#] {
+        for payload in [
+            r#"{ "message" : "hi",  "n": 1.50 }"#,
+            r#"{"message":"again"}"#,
+        ] {
             let id = uuid::Uuid::new_v4().to_string();
             let wire = format!(r#"{{"id":"{id}","kind":"request","payload":{payload}}}"#);
-            let reply = exchange(&connection, wire.as_bytes()).await.expect("a reply");
+            let reply = exchange(&connection, wire.as_bytes())
+                .await
+                .expect("a reply");
             let reply_text = String::from_utf8(reply).expect("UTF-8");
             assert!(
                 reply_text.contains(&format!(r#""payload":{payload}"#)),
@@ -79,10 +88,17 @@ async fn an_axon_request_reaches_a_worker_and_its_reply_comes_back_byte_for_byte
             assert_eq!(command.operation.as_deref(), Some("axon.request"));
             assert_eq!(command.target, Some(agent_id("echo")));
             assert_eq!(command.source, agent_id("axon-bridge"));
-            assert_eq!(command.body, payload.as_bytes(), "the body is the payload, unchanged");
+            assert_eq!(
+                command.body,
+                payload.as_bytes(),
+                "the body is the payload, unchanged"
+            );
             assert_eq!(agdx::content_type_of(record), ContentType::Json);
-            assert!(command.deadline_micros.is_some(), "the bridge's wait is the deadline");
-            assert_eq!(hops(command), [bridge.bridge_id.clone()]);
+            assert!(
+                command.deadline_micros.is_some(),
+                "the bridge's wait is the deadline"
+            );
+            assert_eq!(hops(command), [bridge.bridge_id.as_str()]);
             let metadata = command.metadata.as_ref().unwrap();
             assert_eq!(text(metadata, "axon.from"), Some(peer.id.as_str()));
             assert_eq!(text(metadata, "axon.id"), Some(id.as_str()));
@@ -103,7 +119,9 @@ async fn requests_go_to_the_longest_matching_domain_route_and_unrouted_ones_are_
         let answer_as = |name: &'static str| {
             handler_fn(move |request| async move {
                 let op = request.operation().unwrap_or_default().to_owned();
-                Ok(HandlerReply::json(json!({"agent": name, "op": op}).to_string()))
+                Ok(HandlerReply::json(
+                    json!({"agent": name, "op": op}).to_string(),
+                ))
             })
         };
         let home = Running::start(fabric.worker("home").fallback(answer_as("home")));
@@ -111,7 +129,10 @@ async fn requests_go_to_the_longest_matching_domain_route_and_unrouted_ones_are_
         let peer = TestPeer::new();
         let mut config = bridge_config(&fabric, &[&peer]);
         config.routes = Routes::new(
-            vec!["family=home".parse().unwrap(), "family.calendar=cal".parse().unwrap()],
+            vec![
+                "family=home".parse().unwrap(),
+                "family.calendar=cal".parse().unwrap(),
+            ],
             None,
         );
         let bridge = start_bridge(&fabric, config).await;
@@ -140,7 +161,11 @@ async fn requests_go_to_the_longest_matching_domain_route_and_unrouted_ones_are_
                 "the error lists the routes: {message}"
             );
         }
-        assert_eq!(commands(&fabric).await.len(), before, "unrouted requests write nothing");
+        assert_eq!(
+            commands(&fabric).await.len(),
+            before,
+            "unrouted requests write nothing"
+        );
         bridge.stop().await;
         home.stop().await;
         cal.stop().await;
@@ -164,10 +189,15 @@ async fn agdx_errors_timeouts_and_non_json_replies_become_axon_errors() {
         let mut config = bridge_config(&fabric, &[&peer]);
         config.timeout = Duration::from_secs(1);
         config.routes = Routes::new(
-            ["other=strict", "flaky=flaky", "plain=plain", "nobody=nobody"]
-                .iter()
-                .map(|r| r.parse().unwrap())
-                .collect(),
+            [
+                "other=strict",
+                "flaky=flaky",
+                "plain=plain",
+                "nobody=nobody",
+            ]
+            .iter()
+            .map(|r| r.parse().unwrap())
+            .collect(),
             None,
         );
         let bridge = start_bridge(&fabric, config).await;
@@ -182,12 +212,17 @@ async fn agdx_errors_timeouts_and_non_json_replies_become_axon_errors() {
                 p["retryable"].as_bool().unwrap(),
             )
         };
-        let (code, message, retryable) = error(&request(&connection, json!({"domain": "other"})).await);
+        let (code, message, retryable) =
+            error(&request(&connection, json!({"domain": "other"})).await);
         assert_eq!(code, "unsupported");
-        assert!(message.contains("no handler for operation 'other'"), "{message}");
+        assert!(
+            message.contains("no handler for operation 'other'"),
+            "{message}"
+        );
         assert!(!retryable);
 
-        let (code, message, retryable) = error(&request(&connection, json!({"domain": "flaky"})).await);
+        let (code, message, retryable) =
+            error(&request(&connection, json!({"domain": "flaky"})).await);
         assert_eq!((code.as_str(), retryable), ("internal", true));
         assert!(message.contains("the database is down"), "{message}");
 
@@ -195,7 +230,8 @@ async fn agdx_errors_timeouts_and_non_json_replies_become_axon_errors() {
         assert_eq!(code, "internal");
         assert!(message.contains("not a JSON object"), "{message}");
 
-        let (code, message, retryable) = error(&request(&connection, json!({"domain": "nobody"})).await);
+        let (code, message, retryable) =
+            error(&request(&connection, json!({"domain": "nobody"})).await);
         assert_eq!((code.as_str(), retryable), ("timeout", true));
         assert!(message.contains("agdx worker --agent nobody"), "{message}");
 
@@ -216,13 +252,18 @@ async fn one_way_messages_become_events_on_the_log() {
         let bridge = start_bridge(&fabric, config).await;
         let connection = peer.dial_bridge(bridge.addr, &bridge.public_key).await;
 
-        let (routed_id, routed) = envelope("message", json!({"domain": "family.news", "text": "dinner at 7"}));
+        let (routed_id, routed) = envelope(
+            "message",
+            json!({"domain": "family.news", "text": "dinner at 7"}),
+        );
         one_way(&connection, &routed).await;
         let (future_id, future) = envelope("negotiate", json!({"offer": 2}));
         one_way(&connection, &future).await;
         // A message on a bidirectional stream is taken, and not answered.
         let (bidi_id, bidi) = envelope("message", json!({"text": "both ways"}));
-        let reply = exchange(&connection, &bidi).await.expect("the stream finishes");
+        let reply = exchange(&connection, &bidi)
+            .await
+            .expect("the stream finishes");
         assert!(reply.is_empty(), "no reply to a message");
 
         let events = eventually("three events on the log", || async {
@@ -242,8 +283,11 @@ async fn one_way_messages_become_events_on_the_log() {
         assert_eq!(e.operation.as_deref(), Some("family.news"));
         assert_eq!(e.target, Some(agent_id("home")), "routed like a request");
         assert_eq!(e.body, br#"{"domain":"family.news","text":"dinner at 7"}"#);
-        assert_eq!(text(e.metadata.as_ref().unwrap(), "axon.kind"), Some("message"));
-        assert_eq!(hops(e), [bridge.bridge_id.clone()]);
+        assert_eq!(
+            text(e.metadata.as_ref().unwrap(), "axon.kind"),
+            Some("message")
+        );
+        assert_eq!(hops(e), [bridge.bridge_id.as_str()]);
         let e = by_id(&future_id);
         assert_eq!(e.operation.as_deref(), Some("axon.unknown"));
         assert_eq!(e.target, None);
@@ -262,9 +306,15 @@ async fn an_exposed_agent_s_commands_reach_its_axon_peer_and_the_answers_come_ba
         let mut served = remote.serve(&identity.public_key(), |request| {
             let payload = &request["payload"];
             if payload["fail"] == json!(true) {
-                ("error", json!({"code": "unhandled", "message": "no handler here", "retryable": false}))
+                (
+                    "error",
+                    json!({"code": "unhandled", "message": "no handler here", "retryable": false}),
+                )
             } else {
-                ("response", json!({"answer": payload["q"].as_i64().unwrap_or(0) + 1}))
+                (
+                    "response",
+                    json!({"answer": payload["q"].as_i64().unwrap_or(0) + 1}),
+                )
             }
         });
         let mut config = bridge_config(&fabric, &[]);
@@ -278,23 +328,43 @@ async fn an_exposed_agent_s_commands_reach_its_axon_peer_and_the_answers_come_ba
                 .content_type(ContentType::Json)
         };
 
-        let answer = requester.ask(ask(r#"{"q": 1}"#), ANSWER).await.expect("an answer");
-        let Answer::Response(reply) = answer else { panic!("a response") };
+        let answer = requester
+            .ask(ask(r#"{"q": 1}"#), ANSWER)
+            .await
+            .expect("an answer");
+        let Answer::Response(reply) = answer else {
+            panic!("a response")
+        };
         assert_eq!(reply.body, br#"{"answer":2}"#);
         assert_eq!(reply.content_type, ContentType::Json);
         assert_eq!(reply.envelope.source, agent_id("remote"));
-        assert_eq!(hops(&reply.envelope), [bridge.bridge_id.clone()], "replies carry the hop");
+        assert_eq!(
+            hops(&reply.envelope),
+            [bridge.bridge_id.as_str()],
+            "replies carry the hop"
+        );
         let (stream, request) = served.next().await;
         assert_eq!((stream, &request["kind"]), ("bidi", &json!("request")));
         assert_eq!(request["payload"], json!({"q": 1}));
         assert!(request.get("ref").is_none(), "a request has no ref");
-        assert_eq!(*served.names.lock().unwrap(), [remote.id.clone()], "SNI = the peer's id");
+        assert_eq!(
+            *served.names.lock().unwrap(),
+            [remote.id.as_str()],
+            "SNI = the peer's id"
+        );
 
         match requester.ask(ask(r#"{"fail": true}"#), ANSWER).await {
             Err(AskError::Remote(error)) => {
-                assert_eq!(error.code, ErrorCode::Unsupported, "unhandled is unsupported");
+                assert_eq!(
+                    error.code,
+                    ErrorCode::Unsupported,
+                    "unhandled is unsupported"
+                );
                 let message = error.message.unwrap();
-                assert!(message.contains("answered error 'unhandled': no handler here"), "{message}");
+                assert!(
+                    message.contains("answered error 'unhandled': no handler here"),
+                    "{message}"
+                );
             }
             other => panic!("expected an error reply, got {other:?}"),
         }
@@ -305,12 +375,18 @@ async fn an_exposed_agent_s_commands_reach_its_axon_peer_and_the_answers_come_ba
                 Err(AskError::Remote(error)) => {
                     assert_eq!(error.code, ErrorCode::InvalidRequest);
                     let message = error.message.unwrap();
-                    assert!(message.contains("invalid_input") && message.contains("JSON object"), "{message}");
+                    assert!(
+                        message.contains("invalid_input") && message.contains("JSON object"),
+                        "{message}"
+                    );
                 }
                 other => panic!("expected an error reply, got {other:?}"),
             }
         }
-        assert!(served.nothing_within(Duration::from_millis(300)).await, "refused bodies are not sent");
+        assert!(
+            served.nothing_within(Duration::from_millis(300)).await,
+            "refused bodies are not sent"
+        );
 
         // An event to the exposed agent becomes a one-way message.
         requester
@@ -336,7 +412,10 @@ async fn an_exposed_agent_s_commands_reach_its_axon_peer_and_the_answers_come_ba
 
         let dead = fabric.dead_letters().await;
         assert_eq!(dead.len(), 3, "the error answer and the two refused bodies");
-        assert!(dead.iter().all(|d| d.reason == agdx::wire::DeadLetterReason::Rejected));
+        assert!(
+            dead.iter()
+                .all(|d| d.reason == agdx::wire::DeadLetterReason::Rejected)
+        );
         bridge.stop().await;
     })
     .await;

@@ -45,20 +45,42 @@ async fn malformed_and_oversize_messages_are_dropped_and_the_connection_goes_on(
         let oversize = json!({"id": id, "kind": "request", "payload": {"f": filler}}).to_string();
         let cases: Vec<(&str, Vec<u8>)> = vec![
             ("not JSON", b"hello, bridge".to_vec()),
-            ("no payload", json!({"id": id, "kind": "request"}).to_string().into_bytes()),
-            ("a bad ref", json!({"id": id, "kind": "request", "payload": {}, "ref": "x"}).to_string().into_bytes()),
-            ("a field twice", format!(r#"{{"id":"{id}","id":"{id}","kind":"request","payload":{{}}}}"#).into_bytes()),
+            (
+                "no payload",
+                json!({"id": id, "kind": "request"})
+                    .to_string()
+                    .into_bytes(),
+            ),
+            (
+                "a bad ref",
+                json!({"id": id, "kind": "request", "payload": {}, "ref": "x"})
+                    .to_string()
+                    .into_bytes(),
+            ),
+            (
+                "a field twice",
+                format!(r#"{{"id":"{id}","id":"{id}","kind":"request","payload":{{}}}}"#)
+                    .into_bytes(),
+            ),
             ("over 64 KiB", oversize.into_bytes()),
         ];
         for (what, bytes) in cases {
             // The bridge either finishes the stream with nothing or stops
             // reading it; either way there is no reply.
             let reply = exchange(&connection, &bytes).await.unwrap_or_default();
-            assert!(reply.is_empty(), "{what}: no reply, got {}", String::from_utf8_lossy(&reply));
+            assert!(
+                reply.is_empty(),
+                "{what}: no reply, got {}",
+                String::from_utf8_lossy(&reply)
+            );
         }
         let reply = request(&connection, json!({"message": "still here"})).await;
         assert_eq!(reply["kind"], "response", "the connection goes on: {reply}");
-        assert_eq!(commands_on_the_log(&fabric).await, 1, "only the good request reached the log");
+        assert_eq!(
+            commands_on_the_log(&fabric).await,
+            1,
+            "only the good request reached the log"
+        );
         bridge.stop().await;
         worker.stop().await;
     })
@@ -126,22 +148,41 @@ async fn unknown_keys_other_agents_names_and_other_protocols_are_refused_in_the_
     let bridge_sni = axon_id(&bridge.public_key);
 
     let stranger = TestPeer::new();
-    let dialled = stranger.dial(bridge.addr, &bridge_sni, &bridge.public_key, b"axon/1").await;
+    let dialled = stranger
+        .dial(bridge.addr, &bridge_sni, &bridge.public_key, b"axon/1")
+        .await;
     assert!(refused(dialled).await, "an unpinned key is refused");
 
     let other = TestPeer::new();
     for sni in [other.id.as_str(), "localhost"] {
-        let dialled = pinned.dial(bridge.addr, sni, &bridge.public_key, b"axon/1").await;
-        assert!(refused(dialled).await, "SNI {sni} does not name the bridge: refused");
+        let dialled = pinned
+            .dial(bridge.addr, sni, &bridge.public_key, b"axon/1")
+            .await;
+        assert!(
+            refused(dialled).await,
+            "SNI {sni} does not name the bridge: refused"
+        );
     }
-    let dialled = pinned.dial(bridge.addr, &bridge_sni, &bridge.public_key, b"h3").await;
-    assert!(refused(dialled).await, "a peer without ALPN axon/1 is refused");
+    let dialled = pinned
+        .dial(bridge.addr, &bridge_sni, &bridge.public_key, b"h3")
+        .await;
+    assert!(
+        refused(dialled).await,
+        "a peer without ALPN axon/1 is refused"
+    );
 
     // The pinned peer, asking for the bridge by its id, gets in.
     let connection = pinned.dial_bridge(bridge.addr, &bridge.public_key).await;
     let reply = request(&connection, json!({"domain": "x"})).await;
-    assert_eq!(reply["kind"], "error", "in, though nobody answers in time: {reply}");
-    assert_eq!(commands_on_the_log(&fabric).await, 1, "only the admitted peer's request");
+    assert_eq!(
+        reply["kind"], "error",
+        "in, though nobody answers in time: {reply}"
+    );
+    assert_eq!(
+        commands_on_the_log(&fabric).await,
+        1,
+        "only the admitted peer's request"
+    );
     bridge.stop().await;
 }
 
@@ -151,7 +192,9 @@ async fn the_bridge_does_not_talk_to_a_peer_presenting_another_key() {
     let identity = bridge_identity();
     let expected = TestPeer::new();
     let impostor = TestPeer::new();
-    let mut served = impostor.serve(&identity.public_key(), |_| ("response", json!({"hijacked": true})));
+    let mut served = impostor.serve(&identity.public_key(), |_| {
+        ("response", json!({"hijacked": true}))
+    });
     let mut config = bridge_config(&fabric, &[]);
     // The token pins the expected peer's key at the impostor's address.
     config.peers = vec![expected.token(&served.addr.to_string()).parse().unwrap()];
@@ -169,7 +212,10 @@ async fn the_bridge_does_not_talk_to_a_peer_presenting_another_key() {
         }
         other => panic!("expected an error reply, got {other:?}"),
     }
-    assert!(served.nothing_within(Duration::from_millis(300)).await, "the impostor got nothing");
+    assert!(
+        served.nothing_within(Duration::from_millis(300)).await,
+        "the impostor got nothing"
+    );
     assert_eq!(
         served.names.lock().unwrap().first(),
         Some(&expected.id),
@@ -183,10 +229,14 @@ async fn a_record_that_already_passed_the_bridge_is_dead_lettered_and_not_sent_a
     on_every_fabric("axon-loop", |fabric| async move {
         let identity = bridge_identity();
         let remote = TestPeer::new();
-        let mut served = remote.serve(&identity.public_key(), |_| ("response", json!({"ok": true})));
+        let mut served = remote.serve(&identity.public_key(), |_| {
+            ("response", json!({"ok": true}))
+        });
         let sender = TestPeer::new();
         let mut config = bridge_config(&fabric, &[&sender]);
-        config.peers.push(remote.token(&served.addr.to_string()).parse().unwrap());
+        config
+            .peers
+            .push(remote.token(&served.addr.to_string()).parse().unwrap());
         config.expose = vec![format!("remote={}", remote.id).parse::<Expose>().unwrap()];
         // AXON requests for "loop" go to the exposed agent, that is, back
         // out through this bridge.
@@ -215,9 +265,17 @@ async fn a_record_that_already_passed_the_bridge_is_dead_lettered_and_not_sent_a
         let reply = request(&connection, json!({"domain": "loop.x"})).await;
         assert_eq!(reply["kind"], "error", "{reply}");
         assert_eq!(reply["payload"]["code"], "invalid_request");
-        assert!(reply["payload"]["message"].as_str().unwrap().contains("would loop"));
+        assert!(
+            reply["payload"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("would loop")
+        );
 
-        assert!(served.nothing_within(Duration::from_millis(300)).await, "nothing went out");
+        assert!(
+            served.nothing_within(Duration::from_millis(300)).await,
+            "nothing went out"
+        );
         let dead = fabric.dead_letters().await;
         assert_eq!(dead.len(), 2);
         assert!(dead.iter().all(|d| d.reason == DeadLetterReason::Rejected));

@@ -110,7 +110,10 @@ impl TestPeer {
                 key: server_key.to_vec(),
                 provider,
             }))
-            .with_client_auth_cert(vec![self.cert.clone()], PrivateKeyDer::Pkcs8(self.key.clone_key()))
+            .with_client_auth_cert(
+                vec![self.cert.clone()],
+                PrivateKeyDer::Pkcs8(self.key.clone_key()),
+            )
             .expect("the client certificate");
         tls.alpn_protocols = vec![alpn.to_vec()];
         let quic = quinn::crypto::rustls::QuicClientConfig::try_from(tls).expect("QUIC TLS");
@@ -172,7 +175,9 @@ impl TestPeer {
             while let Some(incoming) = accepting.accept().await {
                 let (tx, answer) = (tx.clone(), answer.clone());
                 tokio::spawn(async move {
-                    let Ok(connection) = incoming.await else { return };
+                    let Ok(connection) = incoming.await else {
+                        return;
+                    };
                     serve_connection(connection, tx, answer).await;
                 });
             }
@@ -207,14 +212,19 @@ impl Served {
 
     /// Whether nothing arrives within `quiet`.
     pub async fn nothing_within(&mut self, quiet: Duration) -> bool {
-        tokio::time::timeout(quiet, self.received.recv()).await.is_err()
+        tokio::time::timeout(quiet, self.received.recv())
+            .await
+            .is_err()
     }
 }
+
+/// What a serving test peer answers a request with: the reply's kind and payload.
+type Answer = dyn Fn(&Value) -> (&'static str, Value) + Send + Sync;
 
 async fn serve_connection(
     connection: quinn::Connection,
     tx: mpsc::UnboundedSender<(&'static str, Value)>,
-    answer: Arc<dyn Fn(&Value) -> (&'static str, Value) + Send + Sync>,
+    answer: Arc<Answer>,
 ) {
     loop {
         tokio::select! {
@@ -293,7 +303,9 @@ pub async fn request(connection: &quinn::Connection, payload: Value) -> Value {
     assert_eq!(reply["ref"], json!(id), "the reply refers to the request");
     let reply_id = reply["id"].as_str().expect("the reply has an id");
     assert_eq!(
-        uuid::Uuid::parse_str(reply_id).expect("a uuid").get_version_num(),
+        uuid::Uuid::parse_str(reply_id)
+            .expect("a uuid")
+            .get_version_num(),
         4,
         "reply ids are UUID v4"
     );
@@ -311,7 +323,11 @@ impl Pin {
     fn check(&self, cert: &CertificateDer<'_>) -> Result<(), rustls::Error> {
         let parsed = ParsedCertificate::try_from(cert)?;
         let spki = parsed.subject_public_key_info();
-        let expected: Vec<u8> = ED25519_SPKI_PREFIX.iter().chain(&self.key).copied().collect();
+        let expected: Vec<u8> = ED25519_SPKI_PREFIX
+            .iter()
+            .chain(&self.key)
+            .copied()
+            .collect();
         if spki.as_ref() == expected.as_slice() {
             Ok(())
         } else {
@@ -343,7 +359,8 @@ impl ServerCertVerifier for Pin {
         _: &[u8],
         _: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        self.check(end_entity).map(|()| ServerCertVerified::assertion())
+        self.check(end_entity)
+            .map(|()| ServerCertVerified::assertion())
     }
     fn verify_tls12_signature(
         &self,
@@ -376,7 +393,8 @@ impl ClientCertVerifier for Pin {
         _: &[CertificateDer<'_>],
         _: UnixTime,
     ) -> Result<ClientCertVerified, rustls::Error> {
-        self.check(end_entity).map(|()| ClientCertVerified::assertion())
+        self.check(end_entity)
+            .map(|()| ClientCertVerified::assertion())
     }
     fn verify_tls12_signature(
         &self,

@@ -209,10 +209,7 @@ mod tests {
             assert_eq!(decoded(&text).unwrap().reference, None);
         }
         let with = format!(r#"{{"id":"{ID}","kind":"response","payload":{{}},"ref":"{ID}"}}"#);
-        assert_eq!(
-            decoded(&with).unwrap().reference,
-            Some(ID.parse().unwrap())
-        );
+        assert_eq!(decoded(&with).unwrap().reference, Some(ID.parse().unwrap()));
         let bad = format!(r#"{{"id":"{ID}","kind":"response","payload":{{}},"ref":"nope"}}"#);
         assert!(decoded(&bad).is_err());
     }
@@ -252,14 +249,29 @@ mod tests {
 
     #[test]
     fn validation_wants_a_v4_id_and_an_object_payload() {
-        let ok = decoded(&format!(r#"{{"id":"{ID}","kind":"request","payload":{{}}}}"#)).unwrap();
+        let ok = decoded(&format!(
+            r#"{{"id":"{ID}","kind":"request","payload":{{}}}}"#
+        ))
+        .unwrap();
         ok.validate().unwrap();
-        let nil = decoded(r#"{"id":"00000000-0000-0000-0000-000000000000","kind":"request","payload":{}}"#).unwrap();
+        let nil = decoded(
+            r#"{"id":"00000000-0000-0000-0000-000000000000","kind":"request","payload":{}}"#,
+        )
+        .unwrap();
         assert!(matches!(nil.validate(), Err(EnvelopeError::NilId)));
-        let v1 = decoded(r#"{"id":"7d0b4a1e-5c2f-1b7e-9a3d-1f2e3d4c5b6a","kind":"request","payload":{}}"#).unwrap();
+        let v1 = decoded(
+            r#"{"id":"7d0b4a1e-5c2f-1b7e-9a3d-1f2e3d4c5b6a","kind":"request","payload":{}}"#,
+        )
+        .unwrap();
         assert!(matches!(v1.validate(), Err(EnvelopeError::NotV4(1))));
-        let list = decoded(&format!(r#"{{"id":"{ID}","kind":"request","payload":[1]}}"#)).unwrap();
-        assert!(matches!(list.validate(), Err(EnvelopeError::PayloadNotObject)));
+        let list = decoded(&format!(
+            r#"{{"id":"{ID}","kind":"request","payload":[1]}}"#
+        ))
+        .unwrap();
+        assert!(matches!(
+            list.validate(),
+            Err(EnvelopeError::PayloadNotObject)
+        ));
     }
 
     #[test]
@@ -278,10 +290,16 @@ mod tests {
         let text = String::from_utf8(message.encode().unwrap()).unwrap();
         assert_eq!(
             text,
-            format!(r#"{{"id":"{}","kind":"message","payload":{{"a":1}}}}"#, message.id)
+            format!(
+                r#"{{"id":"{}","kind":"message","payload":{{"a":1}}}}"#,
+                message.id
+            )
         );
         let reply = Envelope::error_reply(ID.parse().unwrap(), "unhandled", "no", false);
         let text = String::from_utf8(reply.encode().unwrap()).unwrap();
-        assert!(text.contains(&format!(r#""kind":"error","ref":"{ID}","payload":"#)), "{text}");
+        assert!(
+            text.contains(&format!(r#""kind":"error","ref":"{ID}","payload":"#)),
+            "{text}"
+        );
     }
 }

@@ -64,15 +64,12 @@ impl FromStr for AxonId {
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         let refuse = || AxonIdError(text.to_owned());
         let (prefix, digits) = text.split_once('.').ok_or_else(refuse)?;
-        let hex_ok = digits.len() == 2 * ID_DIGEST_BYTES
-            && digits.bytes().all(|b| b.is_ascii_hexdigit());
+        let hex_ok =
+            digits.len() == 2 * ID_DIGEST_BYTES && digits.bytes().all(|b| b.is_ascii_hexdigit());
         if !prefix.eq_ignore_ascii_case(ID_PREFIX) || !hex_ok {
             return Err(refuse());
         }
-        Ok(Self(format!(
-            "{ID_PREFIX}.{}",
-            digits.to_ascii_lowercase()
-        )))
+        Ok(Self(format!("{ID_PREFIX}.{}", digits.to_ascii_lowercase())))
     }
 }
 

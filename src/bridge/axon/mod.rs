@@ -94,7 +94,9 @@ pub struct Expose {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ExposeError {
     /// No `=`.
-    #[error("an exposed agent is AGENT=AXON_AGENT_ID, e.g. calendar=ed25519.5d230feca323ec30ad9c917919cef11d")]
+    #[error(
+        "an exposed agent is AGENT=AXON_AGENT_ID, e.g. calendar=ed25519.5d230feca323ec30ad9c917919cef11d"
+    )]
     Shape,
     /// The agent name is not an agent id.
     #[error("the agent of --expose: {0}")]
@@ -321,7 +323,10 @@ impl AxonBridge {
                 std::net::IpAddr::V4(ip) => ip.to_string(),
             },
         };
-        PeerToken::new(self.identity.public_key(), &format!("{host}:{}", bound.port()))
+        PeerToken::new(
+            self.identity.public_key(),
+            &format!("{host}:{}", bound.port()),
+        )
     }
 
     /// Serves AXON peers and runs the exposed agents' workers until

@@ -62,8 +62,10 @@ impl Handler for ToAxon {
             return Ok(HandlerReply::Nothing);
         }
         let timeout = match envelope.deadline_micros {
-            Some(deadline) => Duration::from_micros(deadline.saturating_sub(self.clock.now_micros()))
-                .min(self.timeout),
+            Some(deadline) => {
+                Duration::from_micros(deadline.saturating_sub(self.clock.now_micros()))
+                    .min(self.timeout)
+            }
             None => self.timeout,
         };
         let reply = self
@@ -142,9 +144,12 @@ fn error_code(axon: &str) -> ErrorCode {
 
 /// The command body as an AXON payload, refused unless it is a JSON object.
 fn json_object(body: &[u8]) -> Result<Box<RawValue>, HandlerError> {
-    let hint = "AXON payloads are JSON objects: send one, e.g. --content-type json '{\"message\":\"hi\"}'";
+    let hint =
+        "AXON payloads are JSON objects: send one, e.g. --content-type json '{\"message\":\"hi\"}'";
     let payload: Box<RawValue> = serde_json::from_slice(body).map_err(|e| {
-        HandlerError::fatal(format!("invalid_input: the command body is not JSON ({e}); {hint}"))
+        HandlerError::fatal(format!(
+            "invalid_input: the command body is not JSON ({e}); {hint}"
+        ))
     })?;
     if !is_object(&payload) {
         return Err(HandlerError::fatal(format!(

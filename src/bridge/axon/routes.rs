@@ -57,7 +57,9 @@ pub enum RouteError {
     #[error("a route is DOMAIN_PREFIX=AGENT, e.g. family.calendar=calendar")]
     Shape,
     /// The prefix is empty.
-    #[error("a route needs a domain prefix; to send every request to one agent use --default-agent AGENT")]
+    #[error(
+        "a route needs a domain prefix; to send every request to one agent use --default-agent AGENT"
+    )]
     EmptyPrefix,
     /// The agent name is not an agent id.
     #[error("the agent of a route: {0}")]
@@ -149,7 +151,10 @@ mod tests {
 
     #[test]
     fn the_longest_matching_prefix_wins_on_segment_boundaries() {
-        let r = routes(&["family=home", "family.calendar=cal", "work.*=office"], None);
+        let r = routes(
+            &["family=home", "family.calendar=cal", "work.*=office"],
+            None,
+        );
         assert_eq!(to(&r, Some("family")).as_deref(), Some("home"));
         assert_eq!(to(&r, Some("family.school")).as_deref(), Some("home"));
         assert_eq!(to(&r, Some("family.calendar")).as_deref(), Some("cal"));
@@ -164,10 +169,7 @@ mod tests {
         let r = routes(&["family=home"], Some("echo"));
         assert_eq!(to(&r, Some("meta.status")).as_deref(), Some("echo"));
         assert_eq!(to(&r, None).as_deref(), Some("echo"));
-        assert_eq!(
-            r.to_string(),
-            "family.* → home; any other domain → echo"
-        );
+        assert_eq!(r.to_string(), "family.* → home; any other domain → echo");
         assert_eq!(Routes::default().to_string(), "no routes; no default agent");
     }
 
@@ -176,6 +178,9 @@ mod tests {
         assert_eq!("family".parse::<Route>(), Err(RouteError::Shape));
         assert_eq!("=home".parse::<Route>(), Err(RouteError::EmptyPrefix));
         assert_eq!(".*=home".parse::<Route>(), Err(RouteError::EmptyPrefix));
-        assert!(matches!("family=".parse::<Route>(), Err(RouteError::Agent(_))));
+        assert!(matches!(
+            "family=".parse::<Route>(),
+            Err(RouteError::Agent(_))
+        ));
     }
 }

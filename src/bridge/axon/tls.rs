@@ -49,9 +49,7 @@ pub enum PeerRefused {
     #[error("the server name {0:?} is not an AXON agent id")]
     BadServerName(String),
     /// The key does not derive to the agent id that was asked for.
-    #[error(
-        "the peer presented the key of {presented}, not of {expected}, the agent id asked for"
-    )]
+    #[error("the peer presented the key of {presented}, not of {expected}, the agent id asked for")]
     WrongKey {
         /// The agent id dialled (the SNI).
         expected: AxonId,
@@ -192,10 +190,7 @@ pub(crate) fn configs(
     let mut client = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(&[&rustls::version::TLS13])?
         .dangerous()
-        .with_custom_certificate_verifier(Arc::new(PinnedServers {
-            peers,
-            provider,
-        }))
+        .with_custom_certificate_verifier(Arc::new(PinnedServers { peers, provider }))
         .with_client_auth_cert(vec![certificate], key)?;
     client.alpn_protocols = vec![ALPN.to_vec()];
     let client = quinn::crypto::rustls::QuicClientConfig::try_from(client)?;

@@ -158,9 +158,7 @@ impl PeersFileError {
     /// Whether trying again may succeed.
     pub fn is_retryable(&self) -> bool {
         match self {
-            PeersFileError::Io { source, .. } => {
-                source.kind() == std::io::ErrorKind::Interrupted
-            }
+            PeersFileError::Io { source, .. } => source.kind() == std::io::ErrorKind::Interrupted,
             PeersFileError::Token { .. } => false,
         }
     }
@@ -211,7 +209,10 @@ mod tests {
             ("axon://@h:1".to_owned(), "empty"),
             ("axon://!!!@h:1".to_owned(), "not base64url"),
             (format!("axon://{key}=@h:1"), "not base64url"),
-            (format!("axon://{}@h:1", URL_SAFE_NO_PAD.encode([1; 31])), "31 bytes"),
+            (
+                format!("axon://{}@h:1", URL_SAFE_NO_PAD.encode([1; 31])),
+                "31 bytes",
+            ),
             (format!("axon://{key}@h"), "no port"),
             (format!("axon://{key}@:7"), "no host"),
             (format!("axon://{key}@h:99999"), "not a port"),

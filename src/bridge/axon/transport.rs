@@ -129,7 +129,9 @@ pub enum SendError {
         source: EnvelopeError,
     },
     /// The reply is not a `response` or `error` to the request sent.
-    #[error("AXON peer {peer} answered with a {kind} referring to {reference:?}, not a response or error to request {request}")]
+    #[error(
+        "AXON peer {peer} answered with a {kind} referring to {reference:?}, not a response or error to request {request}"
+    )]
     NotTheReply {
         /// The peer.
         peer: AxonId,
@@ -168,7 +170,9 @@ pub enum TransportError {
     #[error(transparent)]
     Tls(#[from] TlsSetupError),
     /// The UDP socket could not be bound.
-    #[error("cannot listen for AXON on UDP {addr}: {source}; is another daemon using the port? choose another with --listen")]
+    #[error(
+        "cannot listen for AXON on UDP {addr}: {source}; is another daemon using the port? choose another with --listen"
+    )]
     Bind {
         /// The address asked for.
         addr: SocketAddr,
@@ -182,9 +186,7 @@ impl TransportError {
     pub fn is_retryable(&self) -> bool {
         match self {
             TransportError::Tls(e) => e.is_retryable(),
-            TransportError::Bind { source, .. } => {
-                source.kind() == std::io::ErrorKind::AddrInUse
-            }
+            TransportError::Bind { source, .. } => source.kind() == std::io::ErrorKind::AddrInUse,
         }
     }
 }
@@ -215,8 +217,11 @@ impl Transport {
         let transport = Arc::new(transport_config());
         server.transport_config(transport.clone());
         client.transport_config(transport);
-        let endpoint = quinn::Endpoint::server(server, listen)
-            .map_err(|source| TransportError::Bind { addr: listen, source })?;
+        let endpoint =
+            quinn::Endpoint::server(server, listen).map_err(|source| TransportError::Bind {
+                addr: listen,
+                source,
+            })?;
         Ok(Arc::new(Self {
             endpoint,
             client,
@@ -465,7 +470,9 @@ impl Transport {
         let request = Envelope::new(Kind::Request, payload);
         let bytes = request.encode().map_err(SendError::Outgoing)?;
         let exchange = async {
-            let (mut send, mut recv) = self.open(peer, |c| async move { c.open_bi().await }).await?;
+            let (mut send, mut recv) = self
+                .open(peer, |c| async move { c.open_bi().await })
+                .await?;
             send.write_all(&bytes)
                 .await
                 .map_err(|source| SendError::Write {
@@ -492,7 +499,8 @@ impl Transport {
         };
         let reply = Envelope::decode(&reply).map_err(bad)?;
         reply.validate().map_err(bad)?;
-        if !matches!(reply.kind, Kind::Response | Kind::Error) || reply.reference != Some(request.id)
+        if !matches!(reply.kind, Kind::Response | Kind::Error)
+            || reply.reference != Some(request.id)
         {
             return Err(SendError::NotTheReply {
                 peer: peer.clone(),
@@ -513,7 +521,9 @@ impl Transport {
         let bytes = Envelope::new(Kind::Message, payload)
             .encode()
             .map_err(SendError::Outgoing)?;
-        let mut send = self.open(peer, |c| async move { c.open_uni().await }).await?;
+        let mut send = self
+            .open(peer, |c| async move { c.open_uni().await })
+            .await?;
         send.write_all(&bytes)
             .await
             .map_err(|source| SendError::Write {
@@ -551,9 +561,12 @@ impl Transport {
 }
 
 /// Reads one message, or says why it was dropped.
-async fn read_message(peer: &AxonId, mut recv: quinn::RecvStream, stream: &str) -> Option<Envelope> {
-    let bytes = match tokio::time::timeout(READ_TIMEOUT, recv.read_to_end(MAX_MESSAGE_SIZE)).await
-    {
+async fn read_message(
+    peer: &AxonId,
+    mut recv: quinn::RecvStream,
+    stream: &str,
+) -> Option<Envelope> {
+    let bytes = match tokio::time::timeout(READ_TIMEOUT, recv.read_to_end(MAX_MESSAGE_SIZE)).await {
         Ok(Ok(bytes)) => bytes,
         Ok(Err(quinn::ReadToEndError::TooLong)) => {
             tracing::warn!(%peer, stream, "dropping a message over {MAX_MESSAGE_SIZE} bytes");
