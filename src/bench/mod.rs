@@ -4,6 +4,7 @@
 
 pub mod ask;
 pub mod ax_ipc;
+pub mod bridge_axon;
 pub mod log;
 pub mod pipeline;
 pub mod plain;
@@ -11,6 +12,7 @@ mod timing;
 
 use crate::ask::AskError;
 use crate::bridge::ax_ipc::{BindError, SchemaError};
+use crate::bridge::axon::{BridgeError, SendError, TokenError, TransportError};
 use crate::log::LogError;
 use crate::producer::ProduceError;
 use crate::worker::WorkerError;
@@ -30,6 +32,18 @@ pub enum BenchError {
     /// An ask got no answer.
     #[error(transparent)]
     Ask(#[from] AskError),
+    /// The in-process AXON bridge failed.
+    #[error(transparent)]
+    Bridge(#[from] BridgeError),
+    /// The in-process AXON client could not start.
+    #[error(transparent)]
+    AxonClient(#[from] TransportError),
+    /// The bridge's token could not be made.
+    #[error(transparent)]
+    Token(#[from] TokenError),
+    /// An AXON round trip failed.
+    #[error(transparent)]
+    Axon(#[from] SendError),
     /// The in-process echo worker stopped with an error.
     #[error(transparent)]
     Worker(#[from] WorkerError),

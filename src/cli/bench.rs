@@ -4,6 +4,7 @@ use clap::{Args, Subcommand};
 
 use agdx::bench::ask::{AskBenchOptions, run_ask_bench};
 use agdx::bench::ax_ipc::{AxIpcBenchOptions, run_ax_ipc_bench};
+use agdx::bench::bridge_axon::{BridgeAxonBenchOptions, run_bridge_axon_bench};
 use agdx::bench::log::{LogBenchOptions, PlainIggyTarget, run_log_bench};
 use agdx::bench::pipeline::{PipelineBenchOptions, run_pipeline_bench};
 
@@ -36,6 +37,29 @@ pub enum BenchCommand {
     /// plain iggy client also publishes the same records, with the ratio
     /// ours/plain, once per durability mode (fsync, then server).
     Pipeline(PipelineArgs),
+    /// What the AXON bridge adds to a round trip: AXON requests through an
+    /// in-process bridge to an echo worker, taking turns with direct asks
+    /// of the same worker; latency percentiles of both and the difference.
+    BridgeAxon(BridgeAxonArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct BridgeAxonArgs {
+    /// Round trips in flight at once.
+    #[arg(long, default_value_t = 8)]
+    pub concurrency: usize,
+    /// Round trips of each kind.
+    #[arg(long, default_value_t = 2_000)]
+    pub requests: u64,
+    /// Bytes of message text in each payload.
+    #[arg(long, value_name = "BYTES", default_value_t = 64)]
+    pub size: usize,
+    /// Partitions of the bench topics.
+    #[arg(long, default_value_t = 8)]
+    pub partitions: u32,
+    /// Turns each kind takes.
+    #[arg(long, default_value_t = 4)]
+    pub rounds: u64,
 }
 
 #[derive(Debug, Args)]
@@ -161,6 +185,16 @@ pub async fn run(global: &Global, command: BenchCommand) -> Result<(), Failure> 
                 partitions: args.partitions,
             };
             println!("{}", run_ax_ipc_bench(global.open().await?, options).await?);
+        }
+        BenchCommand::BridgeAxon(args) => {
+            let options = BridgeAxonBenchOptions {
+                concurrency: args.concurrency,
+                requests: args.requests,
+                size: args.size,
+                partitions: args.partitions,
+                rounds: args.rounds,
+            };
+            println!("{}", run_bridge_axon_bench(global.open().await?, options).await?);
         }
         BenchCommand::Pipeline(args) => {
             let options = PipelineBenchOptions {

@@ -118,6 +118,13 @@ impl Identity {
         Self { key, id }
     }
 
+    /// The identity held in a secret key file, the same file a
+    /// [`Signer`](crate::trust::Signer) reads (`agdx keys generate` writes
+    /// one): the 32-byte seed as 64 hex characters, owner-only.
+    pub fn from_key_file(path: &std::path::Path) -> Result<Self, crate::trust::KeyFileError> {
+        crate::trust::read_seed(path).map(Self::new)
+    }
+
     /// The identity of a 32-byte Ed25519 seed.
     pub fn from_seed(seed: &[u8; 32]) -> Self {
         Self::new(SigningKey::from_bytes(seed))

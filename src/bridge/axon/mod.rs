@@ -210,6 +210,61 @@ impl BridgeError {
     }
 }
 
+/// A bare AXON peer that only asks: it dials pinned peers and answers any
+/// request sent to it `unhandled` (the bench's client).
+pub(crate) struct Client(Arc<transport::Transport>);
+
+/// A [`Client`] as `identity` on `listen`, admitting and dialling `peers`.
+pub(crate) fn client(
+    listen: SocketAddr,
+    identity: &Identity,
+    peers: Vec<PeerToken>,
+) -> Result<Client, TransportError> {
+    let peers = Arc::new(tls::PinnedPeers::new(peers));
+    transport::Transport::bind(listen, identity, peers, Arc::new(AsksOnly)).map(Client)
+}
+
+impl Client {
+    /// Sends a `request` with `payload` (a JSON object) to `peer` and
+    /// returns the payload of its `response`.
+    pub(crate) async fn request(
+        &self,
+        peer: &AxonId,
+        payload: &str,
+        timeout: Duration,
+    ) -> Result<String, SendError> {
+        let payload = serde_json::from_str(payload)
+            .map_err(|e| SendError::Outgoing(envelope::EnvelopeError::Json(e)))?;
+        let reply = self.0.request(peer, payload, timeout).await?;
+        match reply.kind {
+            envelope::Kind::Response => Ok(reply.payload.get().to_owned()),
+            _ => Err(SendError::ErrorReply {
+                peer: peer.clone(),
+                payload: reply.payload.get().to_owned(),
+            }),
+        }
+    }
+}
+
+struct AsksOnly;
+
+#[async_trait::async_trait]
+impl transport::Inbound for AsksOnly {
+    async fn request(&self, _from: &AxonId, request: envelope::Envelope) -> envelope::Envelope {
+        envelope::Envelope::error_reply(
+            request.id,
+            "unhandled",
+            &format!(
+                "no application handler registered for request '{}': this peer only asks",
+                request.id
+            ),
+            false,
+        )
+    }
+
+    async fn message(&self, _from: &AxonId, _message: envelope::Envelope) {}
+}
+
 /// A bound AXON bridge, ready to [`run`](AxonBridge::run).
 pub struct AxonBridge {
     identity: Identity,

@@ -128,6 +128,14 @@ pub enum SendError {
         /// What is wrong with it.
         source: EnvelopeError,
     },
+    /// The peer answered with an `error`.
+    #[error("AXON peer {peer} answered with an error: {payload}")]
+    ErrorReply {
+        /// The peer.
+        peer: AxonId,
+        /// The error's payload.
+        payload: String,
+    },
     /// The reply is not a `response` or `error` to the request sent.
     #[error(
         "AXON peer {peer} answered with a {kind} referring to {reference:?}, not a response or error to request {request}"
@@ -158,6 +166,7 @@ impl SendError {
             SendError::Timeout { .. } => true,
             SendError::Outgoing(_) => false,
             SendError::BadReply { .. } => false,
+            SendError::ErrorReply { .. } => false,
             SendError::NotTheReply { .. } => false,
         }
     }

@@ -5,11 +5,16 @@ use clap::Subcommand;
 use super::context::{Failure, Global};
 
 mod ax_ipc;
+mod axon;
 mod ioa;
 
 /// The bridges.
 #[derive(Debug, Subcommand)]
 pub enum BridgeCommand {
+    /// Be an AXON peer (QUIC, mutual TLS, pinned Ed25519 keys): AXON
+    /// requests become commands to agents on the log, their replies go
+    /// back; exposed agents' commands go to AXON peers as requests.
+    Axon(axon::AxonArgs),
     /// Play the AX host: AX agents' IPC calls (Unix socket or HTTP) become
     /// commands to agents on the log, and their replies the answers.
     #[command(name = "ax-ipc")]
@@ -22,6 +27,7 @@ pub enum BridgeCommand {
 
 pub async fn run(global: &Global, command: BridgeCommand) -> Result<(), Failure> {
     match command {
+        BridgeCommand::Axon(args) => axon::run(global, args).await,
         BridgeCommand::AxIpc(args) => ax_ipc::run(global, args).await,
         BridgeCommand::Ioa(args) => ioa::run(global, args).await,
     }
