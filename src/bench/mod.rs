@@ -1,4 +1,4 @@
-//! Benchmarks the CLI runs (`agdx bench log|ask|ax-ipc|pipeline`). Each one works
+//! Benchmarks the CLI runs (`agdx bench log|ask|ax-ipc|bridge-axon|pipeline`). Each one works
 //! in a stream of its own, named `bench-...`, so it never touches the agent
 //! topics in use.
 

@@ -168,6 +168,25 @@ Kafka-protocol cluster instead (session 13).
    grants:   agdx worker --agent docs --echo --verify --allow ops:* --allow alice:summarize
              # others get `error unauthorized: forbidden: 'x' holds no grant for operation 'y' ...`
 
+18. AXON agents and agents on the log (agdx bridge axon)
+   # a key for the bridge: 32 random bytes as hex, owner-only
+   shell 2:  head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > bridge.key && chmod 600 bridge.key
+   # the AXON daemon's token and agent id
+   shell 2:  axon identity --json --addr 127.0.0.1:7101
+             "agent_id": "ed25519.4f07...", "uri": "axon://QHETNQ...@127.0.0.1:7101"
+   shell 2:  agdx bridge axon --key bridge.key --listen 127.0.0.1:7100 --peer axon://QHETNQ...@127.0.0.1:7101 \
+                 --route family=home --default-agent echo --expose remote=ed25519.4f07...
+             axon://kPqDIO...@127.0.0.1:7100
+             # its token, for the daemon; stderr names its agent id (ed25519.7273...)
+   shell 3:  axon connect axon://kPqDIO...@127.0.0.1:7100 && axon daemon --port 7101 --disable-mdns &
+   shell 3:  axon request ed25519.7273... "hello"
+             {"ok": true, "response": {"kind": "response", "payload": {"message": "hello"}, ...}}
+             # the request became a command to 'echo' (no payload.domain; "family.*" would
+             # go to 'home'), its payload the JSON body, and the worker's reply came back
+   shell 3:  agdx ask --to remote --operation lookup --content-type json '{"q":1}'
+             agdx: error unsupported: AXON peer ed25519.4f07... answered error 'unhandled': ...
+             # the bridge answers for 'remote' by asking the AXON daemon, which has no handler
+
 Exit codes of `agdx ask`: 0 reply printed, 3 the agent answered with an error
 (or is quarantined), 4 no reply in time (--timeout), 1 anything else (message
 on stderr).

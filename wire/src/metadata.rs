@@ -634,6 +634,28 @@ mod tests {
     }
 
     #[test]
+    fn bridge_hops_append_in_place_and_survive_a_misshapen_value() {
+        let mut m = Metadata::new()
+            .with("role", "user")
+            .with(META_BRIDGE_HOPS, "axon:a");
+        m.push_bridge_hop("axon:b");
+        assert_eq!(m.keys().collect::<Vec<_>>(), ["role", META_BRIDGE_HOPS]);
+        assert_eq!(
+            m.get(META_BRIDGE_HOPS),
+            Some(&Scalar::Array(vec!["axon:a".into(), "axon:b".into()]))
+        );
+        assert!(m.has_bridge_hop("axon:a") && m.has_bridge_hop("axon:b"));
+        let mut odd = Metadata::new().with(META_BRIDGE_HOPS, 7u64);
+        assert!(!odd.has_bridge_hop("axon:a"));
+        odd.push_bridge_hop("axon:a");
+        assert_eq!(
+            odd.get(META_BRIDGE_HOPS),
+            Some(&Scalar::Array(vec!["axon:a".into()]))
+        );
+        odd.check_pinned().unwrap();
+    }
+
+    #[test]
     fn floats_take_the_narrowest_exact_width_and_keep_decoded_widths() {
         assert_eq!(encode(&1.5.into()), [0xf9, 0x3e, 0x00]);
         assert_eq!(encode(&100000.0.into()), [0xfa, 0x47, 0xc3, 0x50, 0x00]);

@@ -385,10 +385,13 @@ impl AxonBridge {
     }
 
     /// Serves AXON peers and runs the exposed agents' workers until
-    /// `shutdown`, then closes the connections and leaves the groups. A
-    /// worker that fails stops the whole bridge.
+    /// `shutdown`. Then the workers finish the records in hand and leave
+    /// their groups, and only after them the AXON side answers the requests
+    /// in hand and closes its connections (a worker's last request still
+    /// has its connection). A worker that fails stops the whole bridge.
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), BridgeError> {
         let stop = shutdown.child_token();
+        let stop_serving = CancellationToken::new();
         let mut tasks = JoinSet::new();
         for (agent, worker) in self.workers {
             let stop = stop.clone();
@@ -399,7 +402,7 @@ impl AxonBridge {
                     .map_err(|source| BridgeError::Worker { agent, source })
             });
         }
-        let serving = tokio::spawn(self.transport.serve(stop.clone()));
+        let serving = tokio::spawn(self.transport.serve(stop_serving.clone()));
         let mut outcome = Ok(());
         loop {
             tokio::select! {
@@ -418,6 +421,7 @@ impl AxonBridge {
                 outcome = outcome.and(Err(error));
             }
         }
+        stop_serving.cancel();
         serving.await?;
         outcome
     }

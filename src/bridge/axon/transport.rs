@@ -249,8 +249,8 @@ impl Transport {
         self.endpoint.local_addr()
     }
 
-    /// Accepts connections until `shutdown`, then closes every connection
-    /// and waits for the streams in hand to finish.
+    /// Accepts connections until `shutdown`; then takes no new connections
+    /// or streams, answers the requests in hand, and closes every connection.
     pub(crate) async fn serve(self: Arc<Self>, shutdown: CancellationToken) {
         loop {
             let incoming = tokio::select! {
@@ -269,10 +269,11 @@ impl Transport {
                 }
             });
         }
+        self.endpoint.set_server_config(None);
         self.shutdown.cancel();
-        self.endpoint.close(0u32.into(), b"shutdown");
         self.tasks.close();
         self.tasks.wait().await;
+        self.endpoint.close(0u32.into(), b"shutdown");
         self.endpoint.wait_idle().await;
     }
 
