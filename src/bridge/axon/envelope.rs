@@ -284,6 +284,57 @@ mod tests {
         assert!(matches!(envelope.encode(), Err(EnvelopeError::TooLarge(_))));
     }
 
+    fn round_trips(bytes: &[u8]) {
+        let Ok(envelope) = Envelope::decode(bytes) else {
+            return;
+        };
+        let again = Envelope::decode(&envelope.encode().expect("what decoded encodes"))
+            .expect("what was encoded decodes");
+        assert_eq!(
+            (again.id, again.kind, again.reference, again.payload.get()),
+            (
+                envelope.id,
+                envelope.kind,
+                envelope.reference,
+                envelope.payload.get()
+            )
+        );
+        let _ = envelope.validate();
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn hostile_bytes_never_panic_and_what_decodes_round_trips(
+            bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..256)
+        ) {
+            round_trips(&bytes);
+        }
+
+        #[test]
+        fn envelope_shaped_json_round_trips(
+            id in proptest::prelude::any::<u128>(),
+            kind in "[a-z_]{0,9}",
+            reference in proptest::option::of(proptest::prelude::any::<u128>()),
+            payload in "[ -~]{0,40}",
+        ) {
+            let reference = match reference {
+                Some(r) => format!(r#","ref":"{}""#, Uuid::from_u128(r)),
+                None => String::new(),
+            };
+            let text = format!(
+                r#"{{"id":"{}","kind":"{kind}","payload":{payload}{reference}}}"#,
+                Uuid::from_u128(id)
+            );
+            round_trips(text.as_bytes());
+            let object = format!(
+                r#"{{"id":"{}","kind":"{kind}","payload":{{"k":{}}}{reference}}}"#,
+                Uuid::from_u128(id),
+                serde_json::Value::String(payload)
+            );
+            round_trips(object.as_bytes());
+        }
+    }
+
     #[test]
     fn encoding_omits_ref_when_unset_and_keeps_the_field_order() {
         let message = Envelope::new(Kind::Message, to_raw(&serde_json::json!({"a": 1})));
