@@ -194,7 +194,10 @@ pub async fn run(global: &Global, command: BenchCommand) -> Result<(), Failure> 
                 partitions: args.partitions,
                 rounds: args.rounds,
             };
-            println!("{}", run_bridge_axon_bench(global.open().await?, options).await?);
+            println!(
+                "{}",
+                run_bridge_axon_bench(global.open().await?, options).await?
+            );
         }
         BenchCommand::Pipeline(args) => {
             let options = PipelineBenchOptions {
