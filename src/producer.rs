@@ -345,11 +345,6 @@ impl Producer {
         self.with_inner(|inner| inner.bridge_hop = Some(id))
     }
 
-    /// The bridge id stamped into `bridge_hops`, when this producer is a bridge's.
-    pub fn bridge_hop(&self) -> Option<&str> {
-        self.inner.bridge_hop.as_deref()
-    }
-
     /// The agent this producer writes as.
     pub fn source(&self) -> &AgentId {
         &self.inner.source

@@ -1,6 +1,6 @@
-//! Benchmarks the CLI runs (`agdx bench log|ask|ax-ipc|bridge-axon|pipeline`). Each one works
-//! in a stream of its own, named `bench-...`, so it never touches the agent
-//! topics in use.
+//! Benchmarks the CLI runs (`agdx bench log|ask|ax-ipc|bridge-axon|pipeline`).
+//! Each one works in a stream of its own, named `bench-...`, so it never
+//! touches the agent topics in use.
 
 pub mod ask;
 pub mod ax_ipc;

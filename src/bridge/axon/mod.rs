@@ -246,6 +246,12 @@ impl Client {
     }
 }
 
+impl Drop for Client {
+    fn drop(&mut self) {
+        self.0.close();
+    }
+}
+
 struct AsksOnly;
 
 #[async_trait::async_trait]

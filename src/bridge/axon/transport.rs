@@ -277,6 +277,12 @@ impl Transport {
         self.endpoint.wait_idle().await;
     }
 
+    /// Closes every connection at once, answering nothing more.
+    pub(crate) fn close(&self) {
+        self.shutdown.cancel();
+        self.endpoint.close(0u32.into(), b"closed");
+    }
+
     /// Starts serving the streams of an established connection.
     fn adopt(self: &Arc<Self>, connection: quinn::Connection) {
         let Some(peer) = peer_of(&connection) else {
