@@ -37,10 +37,10 @@ mod verify;
 
 pub use gate::{Refusal, admit};
 pub use grants::{Forbidden, Grant, GrantParseError, Grants, GrantsFileError};
+pub(crate) use key::read_seed;
 pub use key::{
     KeyFileError, KeyId, KeyIdParseError, PUBLIC_KEY_LEN, PublicKey, PublicKeyError, SEED_LEN,
 };
-pub(crate) use key::read_seed;
 pub(crate) use quarantine::Pause;
 pub use quarantine::{
     IgnoredFact, IgnoredWhy, META_REASON, QuarantineFold, QuarantineState, QuarantineStatus,
