@@ -217,6 +217,47 @@ fn command(body: &str) -> AgentEnvelope {
     .with_target(agent_id("summarizer"))
 }
 
+/// A bridge that signs what it writes: the hop it stamps into
+/// `bridge_hops` is stamped before the signature is made, so a verifying
+/// worker accepts its commands and the command on the log carries the hop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signing_bridge_s_commands_carry_its_hop_and_verify() {
+    on_every_fabric("signed-bridge", |fabric| async move {
+        let mut keys = Keys::new(fabric.dir.path());
+        let bridge = keys.enroll("bridge", KeyKind::Agent);
+        let summarizer = keys.enroll("summarizer", KeyKind::Agent);
+        let worker = verifying_worker(&fabric, &keys, summarizer);
+        let producer = fabric
+            .producer("bridge")
+            .with_signer(bridge.clone())
+            .with_bridge_hop("axon:test");
+        let requester = Requester::new(producer).with_verifier(keys.verifier());
+        match requester
+            .ask(request("through a bridge"), ANSWER)
+            .await
+            .expect("a signed command with a hop is accepted")
+        {
+            Answer::Response(reply) => assert_eq!(reply.body, b"through a bridge"),
+            other => panic!("expected a response, got {other:?}"),
+        }
+        let command = fabric
+            .records(&fabric.topology.commands)
+            .await
+            .into_iter()
+            .filter_map(|r| AgentEnvelope::decode(&r.payload).ok())
+            .find(|e| e.body == b"through a bridge")
+            .expect("the command on the log");
+        assert_eq!(
+            agdx::bridge::bridge_hops(command.metadata.as_ref()),
+            ["axon:test"]
+        );
+        let signature = command.signature.as_ref().expect("a signed command");
+        assert_eq!(signature.key_id, bridge.key_id().to_bytes());
+        worker.stop().await;
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forged_reply_does_not_resolve_a_verified_ask() {
     on_every_fabric("forged-reply", |fabric| async move {
