@@ -83,7 +83,7 @@ async fn an_ax_call_reaches_the_routed_agent_and_comes_back_ok() {
             assert_eq!(text("ax.request_id"), Some("req-9"));
             assert_eq!(text("ax.session_scope"), Some("dm"));
             assert_eq!(
-                agdx::bridge::bridge_hops(Some(&metadata)),
+                metadata.bridge_hops().collect::<Vec<_>>(),
                 ["ax-ipc"],
                 "every record the bridge writes carries its hop"
             );

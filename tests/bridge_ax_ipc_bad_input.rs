@@ -160,7 +160,12 @@ async fn a_call_that_comes_back_through_an_agent_is_refused_as_a_loop() {
         let looping = handler_fn(move |request| {
             let socket = socket.clone();
             async move {
-                let hops = agdx::bridge::bridge_hops(request.envelope.metadata.as_ref());
+                let hops: Vec<String> = request
+                    .envelope
+                    .metadata
+                    .iter()
+                    .flat_map(|m| m.bridge_hops().map(str::to_owned))
+                    .collect();
                 let client = IpcClient::connect(&socket).await;
                 let inner = client
                     .call(

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use agdx::bridge::axon::{Expose, Routes};
 use agdx::log::LogRecord;
-use agdx::wire::{AgentEnvelope, ContentType, ErrorCode, Kind, META_BRIDGE_HOPS, Metadata, Scalar};
+use agdx::wire::{AgentEnvelope, ContentType, ErrorCode, Kind, Metadata, Scalar};
 use agdx::worker::{EchoHandler, HandlerError, HandlerReply, handler_fn};
 use agdx::{Answer, AskError, CommandRequest};
 use serde_json::{Value, json};
@@ -37,17 +37,8 @@ fn text<'m>(metadata: &'m Metadata, key: &str) -> Option<&'m str> {
     metadata.get(key).and_then(Scalar::as_str)
 }
 
-fn hops(e: &AgentEnvelope) -> Vec<String> {
-    e.metadata
-        .as_ref()
-        .and_then(|m| m.get(META_BRIDGE_HOPS))
-        .and_then(Scalar::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(|h| h.as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default()
+fn hops(e: &AgentEnvelope) -> Vec<&str> {
+    e.metadata.iter().flat_map(|m| m.bridge_hops()).collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -12,10 +12,13 @@
 //!
 //! Every record a bridge writes carries the pinned metadata key
 //! `bridge_hops` with the bridge's id appended, and a bridge refuses a
-//! message whose hops already name it ([`stamp_hops`]): a message that came
-//! back to a bridge it passed through is a translation loop, and without
-//! the guard it would circle forever. A bridge that writes through one
-//! producer can have it stamp every record
+//! message whose hops already name it ([`BridgeLoop::check`]): a message
+//! that came back to a bridge it passed through is a translation loop, and
+//! without the guard it would circle forever. What the hops are, and how
+//! one is appended, is defined once, in the wire crate
+//! ([`Metadata::bridge_hops`], [`Metadata::has_bridge_hop`],
+//! [`Metadata::push_bridge_hop`]); a bridge that writes through one
+//! producer has it stamp every record
 //! ([`Producer::with_bridge_hop`](crate::Producer::with_bridge_hop)).
 //!
 //! One module per edge protocol:
@@ -29,7 +32,7 @@ pub mod ax_ipc;
 pub mod axon;
 pub mod ioa;
 
-use agdx_wire::{META_BRIDGE_HOPS, Metadata, Scalar};
+use agdx_wire::Metadata;
 
 /// A message came back to a bridge it already passed through.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -44,58 +47,39 @@ pub struct BridgeLoop {
     pub hops: Vec<String>,
 }
 
-/// The bridge ids in `metadata`'s `bridge_hops`, in order (none when the key
-/// is absent or not an array of text: a value nobody can use is ignored, as
-/// [`Metadata::check_pinned`] advises).
-pub fn bridge_hops(metadata: Option<&Metadata>) -> Vec<String> {
-    let Some(items) = metadata
-        .and_then(|m| m.get(META_BRIDGE_HOPS))
-        .and_then(Scalar::as_array)
-    else {
-        return Vec::new();
-    };
-    items
-        .iter()
-        .filter_map(|item| item.as_str().map(str::to_owned))
-        .collect()
-}
-
-/// `hops` with `bridge` appended, as the `bridge_hops` value a record written
-/// by `bridge` carries; [`BridgeLoop`] when `bridge` is already among them.
-pub fn stamp_hops(hops: &[String], bridge: &str) -> Result<Scalar, BridgeLoop> {
-    if hops.iter().any(|hop| hop == bridge) {
-        return Err(BridgeLoop {
+impl BridgeLoop {
+    /// [`BridgeLoop`] when `metadata`'s `bridge_hops` already name `bridge`.
+    pub fn check(metadata: &Metadata, bridge: &str) -> Result<(), BridgeLoop> {
+        if !metadata.has_bridge_hop(bridge) {
+            return Ok(());
+        }
+        Err(BridgeLoop {
             bridge: bridge.to_owned(),
-            hops: hops.to_vec(),
-        });
+            hops: metadata.bridge_hops().map(str::to_owned).collect(),
+        })
     }
-    Ok(Scalar::Array(
-        hops.iter()
-            .map(String::as_str)
-            .chain([bridge])
-            .map(Scalar::from)
-            .collect(),
-    ))
 }
 
 #[cfg(test)]
 mod tests {
+    use agdx_wire::{META_BRIDGE_HOPS, Scalar};
+
     use super::*;
 
     #[test]
-    fn a_bridge_appends_itself_and_refuses_its_own_id() {
-        let stamped = stamp_hops(&["axon-a".into()], "ax-ipc").unwrap();
-        let metadata = Metadata::new().with(META_BRIDGE_HOPS, stamped);
-        assert_eq!(bridge_hops(Some(&metadata)), ["axon-a", "ax-ipc"]);
-        let refused = stamp_hops(&bridge_hops(Some(&metadata)), "axon-a").unwrap_err();
+    fn a_bridge_refuses_a_message_its_hops_name_and_says_the_path() {
+        let mut metadata = Metadata::new();
+        metadata.push_bridge_hop("axon-a");
+        BridgeLoop::check(&metadata, "ax-ipc").unwrap();
+        metadata.push_bridge_hop("ax-ipc");
+        let refused = BridgeLoop::check(&metadata, "axon-a").unwrap_err();
         assert_eq!(refused.hops, ["axon-a", "ax-ipc"]);
         assert!(refused.to_string().contains("axon-a -> ax-ipc"));
     }
 
     #[test]
-    fn unusable_hops_read_as_none() {
-        let metadata = Metadata::new().with(META_BRIDGE_HOPS, "not-an-array");
-        assert!(bridge_hops(Some(&metadata)).is_empty());
-        assert!(bridge_hops(None).is_empty());
+    fn a_lone_text_is_no_hop() {
+        let metadata = Metadata::new().with(META_BRIDGE_HOPS, Scalar::from("ax-ipc"));
+        BridgeLoop::check(&metadata, "ax-ipc").unwrap();
     }
 }

@@ -65,7 +65,11 @@ impl Handler for ExecHandler {
         if let Some(key) = &e.idempotency_key {
             command.env("AGDX_IDEMPOTENCY_KEY", key.as_str());
         }
-        let hops = crate::bridge::bridge_hops(e.metadata.as_ref());
+        let hops: Vec<&str> = e
+            .metadata
+            .as_ref()
+            .map(|m| m.bridge_hops().collect())
+            .unwrap_or_default();
         if !hops.is_empty() {
             command.env(
                 "AGDX_BRIDGE_HOPS",

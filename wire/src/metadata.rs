@@ -483,8 +483,33 @@ impl Metadata {
         self.0.iter().try_for_each(|(k, v)| check_pinned(k, v))
     }
 
-    /// Whether `bridge_hops` names the bridge `id`: the message already
-    /// passed through it, so handing it on again would loop.
+    /// The bridge ids in `bridge_hops`, in order: the bridges this message
+    /// passed through.
+    ///
+    /// The value counts only in its pinned shape, an array of text (wire.md,
+    /// "Pinned metadata keys"). Anything else (a lone text, a number, an
+    /// array holding a non-text item) reads as no hops, like any pinned
+    /// value one cannot use ([`check_pinned`](Self::check_pinned)), so every
+    /// bridge and every port reads one value the same way. The loop guard
+    /// still holds: the first bridge to append replaces such a value with a
+    /// well-formed array, and from there on a loop is caught.
+    ///
+    /// ```
+    /// use agdx_wire::{META_BRIDGE_HOPS, Metadata, Scalar};
+    /// let m = Metadata::new().with(META_BRIDGE_HOPS, vec![Scalar::from("axon:a")]);
+    /// assert_eq!(m.bridge_hops().collect::<Vec<_>>(), ["axon:a"]);
+    /// let lone = Metadata::new().with(META_BRIDGE_HOPS, "axon:a");
+    /// assert_eq!(lone.bridge_hops().count(), 0);
+    /// ```
+    pub fn bridge_hops(&self) -> impl Iterator<Item = &str> {
+        self.well_formed_hops()
+            .unwrap_or_default()
+            .iter()
+            .filter_map(Scalar::as_str)
+    }
+
+    /// Whether [`bridge_hops`](Self::bridge_hops) names the bridge `id`: the
+    /// message already passed through it, so handing it on again would loop.
     ///
     /// ```
     /// use agdx_wire::Metadata;
@@ -495,30 +520,28 @@ impl Metadata {
     /// assert!(!m.has_bridge_hop("axon:c"));
     /// ```
     pub fn has_bridge_hop(&self, id: &str) -> bool {
-        match self.get(META_BRIDGE_HOPS) {
-            Some(Scalar::Array(hops)) => hops.iter().any(|hop| hop.as_str() == Some(id)),
-            Some(Scalar::Text(hop)) => hop == id,
-            _ => false,
-        }
+        self.bridge_hops().any(|hop| hop == id)
     }
 
     /// Appends the bridge `id` to `bridge_hops`, keeping the hops already
-    /// there (a lone text value, which breaks the pinned shape, is kept as
-    /// the first hop; any other misshapen value is replaced).
+    /// there; a value [`bridge_hops`](Self::bridge_hops) does not read as
+    /// hops is replaced (in place) by `[id]`.
     pub fn push_bridge_hop(&mut self, id: &str) {
+        let well_formed = self.well_formed_hops().is_some();
         match self.0.iter_mut().find(|(k, _)| k == META_BRIDGE_HOPS) {
-            Some((_, Scalar::Array(hops))) => hops.push(id.into()),
-            Some((_, slot)) => {
-                let first = match std::mem::replace(slot, Scalar::Null) {
-                    Scalar::Text(hop) => Some(Scalar::Text(hop)),
-                    _ => None,
-                };
-                *slot = Scalar::Array(first.into_iter().chain([id.into()]).collect());
-            }
+            Some((_, Scalar::Array(hops))) if well_formed => hops.push(id.into()),
+            Some((_, slot)) => *slot = Scalar::Array(vec![id.into()]),
             None => self
                 .0
                 .push((META_BRIDGE_HOPS.to_owned(), Scalar::Array(vec![id.into()]))),
         }
+    }
+
+    /// The `bridge_hops` items, when the value has its pinned shape.
+    fn well_formed_hops(&self) -> Option<&[Scalar]> {
+        let value = self.get(META_BRIDGE_HOPS)?;
+        check_pinned(META_BRIDGE_HOPS, value).ok()?;
+        value.as_array()
     }
 
     /// The envelope metadata caps (wire.md), and nothing else.
@@ -634,25 +657,44 @@ mod tests {
     }
 
     #[test]
-    fn bridge_hops_append_in_place_and_survive_a_misshapen_value() {
+    fn bridge_hops_append_in_place() {
         let mut m = Metadata::new()
             .with("role", "user")
-            .with(META_BRIDGE_HOPS, "axon:a");
+            .with(META_BRIDGE_HOPS, vec![Scalar::from("axon:a")]);
         m.push_bridge_hop("axon:b");
         assert_eq!(m.keys().collect::<Vec<_>>(), ["role", META_BRIDGE_HOPS]);
         assert_eq!(
             m.get(META_BRIDGE_HOPS),
             Some(&Scalar::Array(vec!["axon:a".into(), "axon:b".into()]))
         );
+        assert_eq!(m.bridge_hops().collect::<Vec<_>>(), ["axon:a", "axon:b"]);
         assert!(m.has_bridge_hop("axon:a") && m.has_bridge_hop("axon:b"));
-        let mut odd = Metadata::new().with(META_BRIDGE_HOPS, 7u64);
-        assert!(!odd.has_bridge_hop("axon:a"));
-        odd.push_bridge_hop("axon:a");
-        assert_eq!(
-            odd.get(META_BRIDGE_HOPS),
-            Some(&Scalar::Array(vec!["axon:a".into()]))
-        );
-        odd.check_pinned().unwrap();
+    }
+
+    /// `bridge_hops` is an array of text: a lone text value (or any other
+    /// shape) is no hop at all, and the next bridge replaces it.
+    #[test]
+    fn a_misshapen_bridge_hops_value_is_no_hop_and_is_replaced() {
+        let misshapen: [Scalar; 3] = [
+            "axon:a".into(),
+            7u64.into(),
+            Scalar::Array(vec!["axon:a".into(), 7u64.into()]),
+        ];
+        for value in misshapen {
+            let mut m = Metadata::new()
+                .with(META_BRIDGE_HOPS, value.clone())
+                .with("role", "user");
+            assert_eq!(m.bridge_hops().count(), 0, "{value:?}");
+            assert!(!m.has_bridge_hop("axon:a"), "{value:?}");
+            m.push_bridge_hop("axon:a");
+            assert_eq!(m.keys().collect::<Vec<_>>(), [META_BRIDGE_HOPS, "role"]);
+            assert_eq!(
+                m.get(META_BRIDGE_HOPS),
+                Some(&Scalar::Array(vec!["axon:a".into()]))
+            );
+            assert!(m.has_bridge_hop("axon:a"));
+            m.check_pinned().unwrap();
+        }
     }
 
     #[test]

@@ -5,13 +5,13 @@
 
 use std::time::Duration;
 
-use agdx_wire::{AgentId, ContentType, ConversationId, META_BRIDGE_HOPS, Metadata};
+use agdx_wire::{AgentId, ContentType, ConversationId, META_BRIDGE_HOPS, Metadata, Scalar};
 use serde_json::{Map, Value};
 
 use super::route::Routes;
 use super::schema::ActionSchemas;
 use crate::ask::{Answer, AskError, Requester};
-use crate::bridge::{BridgeLoop, stamp_hops};
+use crate::bridge::BridgeLoop;
 use crate::clock::{SharedClock, system_clock};
 use crate::producer::CommandRequest;
 
@@ -254,8 +254,11 @@ impl Gate {
                 )],
             })
         })?;
-        let stamped = stamp_hops(&hops, &self.bridge_id).map_err(|l| refuse(l.into()))?;
-        metadata.insert(META_BRIDGE_HOPS, stamped);
+        if !hops.is_empty() {
+            metadata.insert(META_BRIDGE_HOPS, hops);
+        }
+        BridgeLoop::check(&metadata, &self.bridge_id).map_err(|l| refuse(l.into()))?;
+        metadata.push_bridge_hop(&self.bridge_id);
 
         let agent = self.routes.agent_for(&action).cloned().ok_or_else(|| {
             refuse(CallError::NoRoute {
@@ -435,13 +438,13 @@ pub fn heartbeat(msg_id: Option<&Value>, now_micros: u64) -> Map<String, Value> 
     with_msg_id(beat, msg_id)
 }
 
-fn hops_of(value: Option<Value>) -> Option<Vec<String>> {
+fn hops_of(value: Option<Value>) -> Option<Vec<Scalar>> {
     match value {
         None => Some(Vec::new()),
         Some(Value::Array(items)) => items
             .into_iter()
             .map(|item| match item {
-                Value::String(hop) => Some(hop),
+                Value::String(hop) => Some(Scalar::from(hop)),
                 _ => None,
             })
             .collect(),
@@ -533,7 +536,7 @@ mod tests {
             metadata_text(&call.metadata, "ax.session_scope"),
             Some("dm")
         );
-        assert_eq!(crate::bridge::bridge_hops(Some(&call.metadata)), ["ax-ipc"]);
+        assert_eq!(call.metadata.bridge_hops().collect::<Vec<_>>(), ["ax-ipc"]);
     }
 
     #[test]
@@ -547,7 +550,7 @@ mod tests {
             .admit(br#"{"action":"memory_list","scope":"a","_bridgeHops":["axon"]}"#)
             .unwrap();
         assert_eq!(
-            crate::bridge::bridge_hops(Some(&call.metadata)),
+            call.metadata.bridge_hops().collect::<Vec<_>>(),
             ["axon", "ax-ipc"]
         );
     }

@@ -159,7 +159,8 @@ impl IoaBridge {
         let shared = Arc::new(Shared::new());
         let followers =
             tail::load_and_follow(&log, &[&topology.registry, &topology.commands], &shared).await?;
-        let producer = Producer::new(log.clone(), topology.clone(), source);
+        let producer = Producer::new(log.clone(), topology.clone(), source)
+            .with_bridge_hop(config.bridge_id.as_str());
         Ok(Self {
             inner: Arc::new(Inner {
                 log,

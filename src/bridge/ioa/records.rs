@@ -15,11 +15,12 @@
 //! in the body with the rest of the IOA data, as the sender wrote it.
 //! A join and a space's messages share one partition of one topic, so a
 //! space's history is totally ordered and its join always comes first.
-//! Every record carries this bridge's id in `bridge_hops`.
+//! Every record carries this bridge's id in `bridge_hops`, stamped by the
+//! bridge's producer ([`Producer::with_bridge_hop`](crate::Producer::with_bridge_hop)).
 
 use agdx_wire::{
-    AgentEnvelope, AgentId, ContentType, ConversationId, Kind, LogPosition, META_BRIDGE_HOPS,
-    Metadata, RecordId, Scalar, StatusOperation,
+    AgentEnvelope, AgentId, ContentType, ConversationId, Kind, LogPosition, Metadata, RecordId,
+    Scalar, StatusOperation,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -147,32 +148,27 @@ fn is_join(envelope: &AgentEnvelope) -> bool {
         == Some(JOIN)
 }
 
-fn hops(bridge: &str) -> Metadata {
-    Metadata::new().with(META_BRIDGE_HOPS, vec![Scalar::from(bridge)])
-}
-
 /// A node's registration record.
-pub(crate) fn node(bridge: &str, node: &AgentId, body: &NodeRecord) -> Outgoing {
+pub(crate) fn node(node: &AgentId, body: &NodeRecord) -> Outgoing {
     let envelope = AgentEnvelope::event(
         new_record_id(),
         crate::cards::card_conversation(node),
         node.clone(),
         json(body),
     )
-    .with_operation(OP_NODE)
-    .with_metadata(hops(bridge));
+    .with_operation(OP_NODE);
     Outgoing::new(envelope, ContentType::Json)
 }
 
 /// A join of `node` to the space `join.name`.
-pub(crate) fn join(bridge: &str, node: &AgentId, join: &SpaceCreate) -> Outgoing {
+pub(crate) fn join(node: &AgentId, join: &SpaceCreate) -> Outgoing {
     let envelope = AgentEnvelope::status_progress(
         new_record_id(),
         space_conversation(&join.name),
         node.clone(),
         json(join),
     )
-    .with_metadata(hops(bridge).with(META_IOA, JOIN));
+    .with_metadata(Metadata::new().with(META_IOA, JOIN));
     Outgoing::new(envelope, ContentType::Json)
 }
 
@@ -180,14 +176,13 @@ pub(crate) fn join(bridge: &str, node: &AgentId, join: &SpaceCreate) -> Outgoing
 /// its refs with the defaults filled in, `first_at` where the first of
 /// `refs.messages` sits.
 pub(crate) fn message(
-    bridge: &str,
     space: ConversationId,
     sender: &AgentId,
     body: Vec<u8>,
     refs: &Refs,
     first_at: Option<LogPosition>,
 ) -> Outgoing {
-    let mut metadata = hops(bridge);
+    let mut metadata = Metadata::new();
     let mut parents = refs
         .messages
         .iter()

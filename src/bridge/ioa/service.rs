@@ -142,7 +142,7 @@ impl IoaBridge {
             meta: node.meta.clone(),
             token_sha256,
         };
-        let outgoing = records::node(&self.inner.config.bridge_id, agent, &body);
+        let outgoing = records::node(agent, &body);
         self.write(&self.inner.topology.registry, outgoing).await?;
         Ok(())
     }
@@ -215,7 +215,7 @@ impl IoaBridge {
         // Joining again with nothing new writes nothing.
         if !unchanged {
             let agent = node_id(&node)?;
-            let outgoing = records::join(&self.inner.config.bridge_id, &agent, &body);
+            let outgoing = records::join(&agent, &body);
             self.write(&self.inner.topology.commands, outgoing).await?;
         }
         self.inner.shared.read(|v| {
@@ -287,14 +287,7 @@ impl IoaBridge {
             check_schema(schema)?;
         }
         let agent = node_id(&sender)?;
-        let outgoing = records::message(
-            &self.inner.config.bridge_id,
-            space,
-            &agent,
-            body,
-            &refs,
-            first_at,
-        );
+        let outgoing = records::message(space, &agent, body, &refs, first_at);
         let id = self.write(&self.inner.topology.commands, outgoing).await?;
         self.inner.shared.read(|v| {
             v.message(&id.to_string())
