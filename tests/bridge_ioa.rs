@@ -539,6 +539,14 @@ async fn the_causal_graph_of_a_bridged_space_is_the_dag_ioa_read_returns() {
             [b.as_str(), a.as_str()],
             "the other parents, in order"
         );
+        assert_eq!(
+            envelope
+                .metadata
+                .as_ref()
+                .map(|m| m.bridge_hops().collect::<Vec<_>>()),
+            Some(vec!["ioa"]),
+            "the bridge stamps its hop on what it writes"
+        );
         bridge.stop().await;
     })
     .await;
