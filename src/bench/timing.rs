@@ -170,14 +170,14 @@ impl Log for TimedLog {
         wait: Duration,
     ) -> Result<Vec<LogRecord>, LogError> {
         let polled = self.inner.poll(topic, partition, from, max, wait).await;
-        if self.noting() {
-            if let Ok(records) = &polled {
-                self.note(Note::Poll {
-                    topic: topic.topic.clone(),
-                    ended: Instant::now(),
-                    count: records.len(),
-                });
-            }
+        if self.noting()
+            && let Ok(records) = &polled
+        {
+            self.note(Note::Poll {
+                topic: topic.topic.clone(),
+                ended: Instant::now(),
+                count: records.len(),
+            });
         }
         polled
     }
