@@ -9,8 +9,12 @@
 //! that crashed after replying publishes again) are ignored.
 //!
 //! One reader per reply partition serves every waiter on it, and stops once
-//! nobody waits there any more, so an idle requester reads nothing; the next
-//! ask starts a reader again at the tail.
+//! nobody has waited there for [`READER_LINGER`], so an idle requester reads
+//! nothing; the next ask starts a reader again at the tail. The linger keeps
+//! a reader for asks in quick succession, which then skip looking up the
+//! tail. After sending, the requester tells the log a reply is expected on
+//! the partition ([`crate::log::Log::expect`]), so a log that waits by
+//! asking again asks eagerly for a moment before it backs off.
 //!
 //! ```no_run
 //! # async fn demo(log: agdx::log::SharedLog) -> Result<(), Box<dyn std::error::Error>> {
@@ -220,6 +224,9 @@ impl ReplyEvent {
     }
 }
 
+/// How long a reply reader goes on once nobody waits on its partition.
+pub(crate) const READER_LINGER: Duration = Duration::from_secs(1);
+
 /// Who waits for which correlation, and on which reply partition.
 type Waiters = DashMap<CorrelationId, Waiter>;
 
@@ -326,6 +333,7 @@ impl Requester {
             .publish_one(&self.producer.topology().commands, outgoing)
             .instrument(span)
             .await?;
+        self.producer.log().expect(&responses, partition);
         Ok(ReplyWatch {
             rx,
             _guard: guard,
@@ -478,8 +486,11 @@ async fn read_replies(
     readers: Arc<Readers>,
 ) {
     let mut failures = 0u32;
+    let mut idle_since = None;
     loop {
-        if !waits_on(&waiters, partition) {
+        if waits_on(&waiters, partition) {
+            idle_since = None;
+        } else if idle_since.get_or_insert_with(Instant::now).elapsed() >= READER_LINGER {
             // Decided under the readers' lock: an ask registers its waiter
             // before it looks for a reader under that lock, so it either is
             // seen here or finds this reader gone and starts another.
@@ -488,6 +499,7 @@ async fn read_replies(
                 readers.remove(&partition);
                 return;
             }
+            idle_since = None;
         }
         match log
             .poll(&topic, partition, from, 512, DEFAULT_POLL_WAIT)

@@ -365,7 +365,7 @@ pub async fn run_ask_bench(
         None
     } else {
         // Let the readers of the last asks see nobody waits and stop.
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        tokio::time::sleep(crate::ask::READER_LINGER + Duration::from_millis(500)).await;
         let idle = cpu_share(options.idle, tokio::time::sleep(options.idle)).await;
         stop_worker(&shutdown, worker_task.take()).await?;
         let request = CommandRequest::new("echo", body.clone()).to(agent("bench-nobody"));

@@ -182,6 +182,10 @@ impl Log for TimedLog {
         polled
     }
 
+    fn expect(&self, topic: &TopicInfo, partition: u32) {
+        self.inner.expect(topic, partition);
+    }
+
     async fn last_offset(
         &self,
         topic: &TopicInfo,

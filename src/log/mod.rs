@@ -164,6 +164,14 @@ pub trait Log: Send + Sync + 'static {
         wait: Duration,
     ) -> Result<Vec<LogRecord>, LogError>;
 
+    /// A hint that a record is expected on `partition` soon (a reply to a
+    /// command just sent): a backend that waits for records by asking again
+    /// may ask eagerly for a moment before it backs off. Nothing else
+    /// changes; the default ignores it.
+    fn expect(&self, topic: &TopicInfo, partition: u32) {
+        let _ = (topic, partition);
+    }
+
     /// The offset of the last record in the partition, `None` when it is empty.
     async fn last_offset(&self, topic: &TopicInfo, partition: u32)
     -> Result<Option<u64>, LogError>;

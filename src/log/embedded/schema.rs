@@ -32,6 +32,8 @@ pub(super) struct Database {
     schema: &'static str,
     /// Brings a file of the previous version (`version - 1`) to this one.
     upgrade: Option<&'static str>,
+    /// The page size of a new file (an existing file keeps its own).
+    page_size: u32,
 }
 
 /// The records and offsets. Version 1 also held the group leases; version 2
@@ -42,6 +44,10 @@ pub(super) const RECORDS: Database = Database {
     version: 2,
     schema: RECORDS_SCHEMA,
     upgrade: Some("DROP TABLE group_members; DROP TABLE group_owners;"),
+    // Records of a few KiB stay within their B-tree page instead of
+    // spilling into overflow pages (at 4 KiB a row over about 1 KiB
+    // spills), and a batch touches fewer pages.
+    page_size: 16_384,
 };
 
 /// The group leases and partition owners.
@@ -50,6 +56,7 @@ pub(super) const GROUPS: Database = Database {
     version: 1,
     schema: GROUPS_SCHEMA,
     upgrade: None,
+    page_size: 4_096,
 };
 
 /// The tables of `log.sqlite3`. See the module documentation of `embedded`
@@ -202,6 +209,8 @@ pub(super) fn open(
 /// when the file is new, or upgrades it from the version before; refuses
 /// files that are not an agdx log or are of another format.
 fn prepare(conn: &mut Connection, location: &str, database: &Database) -> Result<(), Fault> {
+    // Takes effect only on a file not yet written (before WAL mode is on).
+    conn.pragma_update(None, "page_size", database.page_size)?;
     let mode: String =
         conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))?;
     if !mode.eq_ignore_ascii_case("wal") {

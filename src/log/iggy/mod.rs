@@ -80,6 +80,11 @@ const MAX_PARTITIONS: u32 = iggy_common::MAX_PARTITIONS_COUNT;
 /// an idle one costs at most ten requests a second.
 const POLL_PAUSE_MIN: Duration = Duration::from_millis(1);
 const POLL_PAUSE_MAX: Duration = Duration::from_millis(100);
+
+/// How long a reader asks again without pausing after [`Log::expect`]: a
+/// reply to a command just sent usually comes within a round trip or two
+/// of the server, well before the shortest pause a timer gives.
+const EAGER_FOR: Duration = Duration::from_millis(5);
 /// The record size a first poll of a partition plans for: records are
 /// usually far smaller, and asking for one record at first would make a
 /// poll return one record where the caller asked for many.
@@ -111,6 +116,8 @@ struct Reading {
     active_at: tokio::time::Instant,
     /// The largest payload of that poll; `None` before any.
     largest: Option<usize>,
+    /// Until when polls ask again without pausing ([`Log::expect`]).
+    eager_until: Option<tokio::time::Instant>,
 }
 
 impl Reading {
@@ -123,8 +130,12 @@ impl Reading {
         fit.clamp(1, max)
     }
 
-    /// The pause before asking again: a tenth of the quiet time so far.
+    /// The pause before asking again: none while a record is expected,
+    /// else a tenth of the quiet time so far.
     fn pause(&self, now: tokio::time::Instant) -> Duration {
+        if self.eager_until.is_some_and(|until| now < until) {
+            return Duration::ZERO;
+        }
         ((now - self.active_at) / 10).clamp(POLL_PAUSE_MIN, POLL_PAUSE_MAX)
     }
 }
@@ -443,10 +454,12 @@ impl Log for IggyLog {
             .map_err(|e| {
                 self.topic_error(topic, &format!("appending to partition {partition}"), e)
             })?;
+        // Readable from now on, for any client: readers of this process
+        // read it while the flush runs, as readers elsewhere may.
+        self.appended(topic, partition).notify_waiters();
         if self.durability() == Durability::Fsync {
             self.flush_appended(topic, partition).await?;
         }
-        self.appended(topic, partition).notify_waiters();
         Ok(())
     }
 
@@ -471,6 +484,7 @@ impl Log for IggyLog {
             let reading = *self.reading.entry(key).or_insert_with(|| Reading {
                 active_at: tokio::time::Instant::now(),
                 largest: None,
+                eager_until: None,
             });
             let polled = self
                 .poll_once(
@@ -488,6 +502,8 @@ impl Log for IggyLog {
                     Reading {
                         active_at: now,
                         largest,
+                        // What was expected came: no more eager polls.
+                        eager_until: None,
                     },
                 );
                 return readable_records(topic, partition, from, polled);
@@ -495,11 +511,33 @@ impl Log for IggyLog {
             if now >= deadline {
                 return Ok(Vec::new());
             }
+            let pause = reading.pause(now);
+            if pause.is_zero() {
+                tokio::task::yield_now().await;
+                continue;
+            }
             tokio::select! {
                 _ = woken => {}
-                _ = tokio::time::sleep(reading.pause(now).min(deadline - now)) => {}
+                _ = tokio::time::sleep(pause.min(deadline - now)) => {}
             }
         }
+    }
+
+    fn expect(&self, topic: &TopicInfo, partition: u32) {
+        let now = tokio::time::Instant::now();
+        let mut reading = self
+            .reading
+            .entry((topic.stream_id, topic.topic_id, partition))
+            .or_insert(Reading {
+                active_at: now,
+                largest: None,
+                eager_until: None,
+            });
+        reading.active_at = now;
+        reading.eager_until = Some(now + EAGER_FOR);
+        drop(reading);
+        // A poll pausing now asks again at once.
+        self.appended(topic, partition).notify_waiters();
     }
 
     async fn last_offset(
@@ -612,6 +650,7 @@ mod tests {
         let reading = |largest| Reading {
             active_at: now,
             largest,
+            eager_until: None,
         };
         assert_eq!(
             reading(None).count(2048),
@@ -627,14 +666,18 @@ mod tests {
     #[test]
     fn waiting_polls_back_off_with_the_quiet_time() {
         let start = tokio::time::Instant::now();
-        let reading = Reading {
+        let mut reading = Reading {
             active_at: start,
             largest: None,
+            eager_until: None,
         };
-        let after = |ms| reading.pause(start + Duration::from_millis(ms));
-        assert_eq!(after(0), POLL_PAUSE_MIN);
-        assert_eq!(after(50), Duration::from_millis(5));
-        assert_eq!(after(600), Duration::from_millis(60));
-        assert_eq!(after(60_000), POLL_PAUSE_MAX);
+        let after = |reading: &Reading, ms| reading.pause(start + Duration::from_millis(ms));
+        assert_eq!(after(&reading, 0), POLL_PAUSE_MIN);
+        assert_eq!(after(&reading, 50), Duration::from_millis(5));
+        assert_eq!(after(&reading, 600), Duration::from_millis(60));
+        assert_eq!(after(&reading, 60_000), POLL_PAUSE_MAX);
+        reading.eager_until = Some(start + EAGER_FOR);
+        assert_eq!(after(&reading, 0), Duration::ZERO, "a record is expected");
+        assert_eq!(after(&reading, 600), Duration::from_millis(60));
     }
 }
