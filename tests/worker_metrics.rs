@@ -63,10 +63,11 @@ async fn a_worker_serves_its_metrics_in_prometheus_text() {
             ])
             .await;
         assert_eq!(code, 3);
+        // The reply is on the log a moment before its outcome is counted.
         let text = eventually("the metrics", || async {
-            scrape(&addr)
-                .await
-                .filter(|t| t.contains("agdx_worker_commit_lag"))
+            scrape(&addr).await.filter(|t| {
+                t.contains("agdx_worker_commit_lag") && t.contains("outcome=\"unsupported\"")
+            })
         })
         .await;
         assert!(
