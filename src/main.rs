@@ -3,16 +3,26 @@
 use std::process::ExitCode;
 
 use clap::Parser;
+use tracing_subscriber::prelude::*;
+use tracing_subscriber::{EnvFilter, reload};
 
 mod cli;
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("AGDX_LOG_LEVEL")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
+    let directives = std::env::var("AGDX_LOG_LEVEL")
+        .ok()
+        .filter(|d| EnvFilter::try_new(d).is_ok())
+        .unwrap_or_else(|| "warn".to_owned());
+    let (filter, handle) = reload::Layer::new(EnvFilter::new(&directives));
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
         .init();
+    // Once a command's work is done, the runtime cancels what the Iggy
+    // client still has in flight (a background poll, a socket being shut),
+    // and the client reports each cancelled task as an error: noise, not news.
+    cli::context::on_finish(move || {
+        let _ = handle.reload(EnvFilter::new(format!("{directives},iggy=off")));
+    });
     cli::run(cli::Cli::parse())
 }

@@ -10,6 +10,16 @@ use agdx::log::{LogSpec, SharedLog};
 use agdx::trust::{KeyRegistry, RegistryError, Verifier};
 use agdx::{ClaimCheck, DEFAULT_CLAIM_CHECK_THRESHOLD, DirBlobStore, Topology, TopologyConfig};
 
+/// What to do once a command's future has returned, before its runtime
+/// shuts down (see [`on_finish`]).
+static FINISHED: std::sync::OnceLock<Box<dyn Fn() + Send + Sync>> = std::sync::OnceLock::new();
+
+/// Sets what [`block_on`] does once the command is done and before the
+/// runtime cancels what is left (the first call wins).
+pub fn on_finish(hook: impl Fn() + Send + Sync + 'static) {
+    let _ = FINISHED.set(Box::new(hook));
+}
+
 /// Exit status of a failure that is not one of the specific ones below.
 pub const EXIT_FAILURE: u8 = 1;
 /// `agdx ask`: the agent answered with an error.
@@ -64,7 +74,13 @@ pub fn block_on<F: std::future::Future<Output = Result<(), Failure>>>(future: F)
         .enable_all()
         .build()
     {
-        Ok(runtime) => finish(runtime.block_on(future)),
+        Ok(runtime) => {
+            let outcome = runtime.block_on(future);
+            if let Some(hook) = FINISHED.get() {
+                hook();
+            }
+            finish(outcome)
+        }
         Err(error) => finish(Err(Failure::new(format!(
             "cannot start the async runtime: {error}"
         )))),

@@ -9,7 +9,7 @@ mod agents;
 mod ask;
 mod bench;
 mod bridge;
-mod context;
+pub mod context;
 mod demo;
 mod dlq;
 mod examples;
