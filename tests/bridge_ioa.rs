@@ -701,3 +701,302 @@ async fn the_bridge_command_serves_until_terminated_and_again_after() {
         drop(stream);
     }
 }
+
+/// The seed's `ioa_space` and `ioa_send` register a new caller: with the
+/// access key, `X-Node-ID` may name a node nobody registered yet; a bearer
+/// token still acts only as its own node, and a refused write registers
+/// nobody.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_caller_named_with_the_access_key_is_registered_when_it_joins_or_sends() {
+    on_every_backend("ioa-auto-register", |subject| async move {
+        let bridge = Bridge::start(subject.log.clone(), &subject.stream).await;
+        let alice = bridge.register("alice").await;
+        let anonymous = bridge.anonymous();
+        let key = ("x-access-key", ACCESS_KEY);
+        let node = |name: &str| alice.call(Method::GET, &format!("/nodes/{name}"), None, &[]);
+        assert_eq!(node("carol").await.0, StatusCode::NOT_FOUND);
+
+        let join = json!({"name": "auto", "description": "newcomer"});
+        let (status, space) = anonymous
+            .call(
+                Method::POST,
+                "/spaces",
+                Some(join),
+                &[key, ("x-node-id", "carol")],
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{space}");
+        assert_eq!(
+            space["nodes"],
+            json!([{"id": "carol", "name": "carol", "description": "newcomer", "meta": {}}])
+        );
+        assert_eq!(
+            node("carol").await,
+            (
+                StatusCode::OK,
+                json!({"id": "carol", "name": "carol", "meta": {}})
+            )
+        );
+        let space = space["id"].as_str().expect("id").to_owned();
+        let messages = format!("/spaces/{space}/messages");
+
+        // Sending registers a new sender too, and needs no join first.
+        let hello = json!({"content": {"text": "hello"}});
+        let (status, sent) = anonymous
+            .call(
+                Method::POST,
+                &messages,
+                Some(hello.clone()),
+                &[key, ("x-node-id", "dave")],
+            )
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{sent}");
+        assert_eq!(sent["sender"], "dave");
+        assert_eq!(node("dave").await.0, StatusCode::OK);
+        let (status, _) = anonymous
+            .call(
+                Method::POST,
+                &messages,
+                Some(hello.clone()),
+                &[key, ("x-node-id", "carol")],
+            )
+            .await;
+        assert_eq!(
+            status,
+            StatusCode::CREATED,
+            "a registered node sends with the key as well"
+        );
+
+        // What registers nobody: a refused message, a name that is no agent
+        // id, a wrong key, no name, no credentials.
+        let empty = json!({"content": null});
+        let (status, refused) = anonymous
+            .call(
+                Method::POST,
+                &messages,
+                Some(empty),
+                &[key, ("x-node-id", "erin")],
+            )
+            .await;
+        assert_eq!(
+            (status, refused),
+            (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                json!({"detail": "content is required"})
+            )
+        );
+        let long: &'static str = "n".repeat(300).leak();
+        let (status, refused) = anonymous
+            .call(
+                Method::POST,
+                &messages,
+                Some(hello.clone()),
+                &[key, ("x-node-id", long)],
+            )
+            .await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{refused}");
+        assert!(
+            refused["detail"]
+                .as_str()
+                .is_some_and(|d| d.contains("cannot be a node here")),
+            "{refused}"
+        );
+        let (status, _) = anonymous
+            .call(
+                Method::POST,
+                &messages,
+                Some(hello.clone()),
+                &[("x-access-key", "guess"), ("x-node-id", "erin")],
+            )
+            .await;
+        assert_eq!(status, StatusCode::FORBIDDEN);
+        let (status, refused) = anonymous
+            .call(Method::POST, &messages, Some(hello.clone()), &[key])
+            .await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+        assert!(
+            refused["detail"]
+                .as_str()
+                .is_some_and(|d| d.starts_with("caller node identity is required")),
+            "{refused}"
+        );
+        let (status, refused) = anonymous
+            .call(
+                Method::POST,
+                &messages,
+                Some(hello.clone()),
+                &[("x-node-id", "erin")],
+            )
+            .await;
+        assert_eq!(
+            (status, refused),
+            (
+                StatusCode::UNAUTHORIZED,
+                json!({"detail": "authorization token required"})
+            )
+        );
+
+        // A bearer token acts as its own node only, with the key or without.
+        for headers in [
+            &[("x-node-id", "erin")][..],
+            &[key, ("x-node-id", "erin")][..],
+        ] {
+            let (status, refused) = alice
+                .call(Method::POST, &messages, Some(hello.clone()), headers)
+                .await;
+            assert_eq!(status, StatusCode::FORBIDDEN, "{refused}");
+        }
+        let join = json!({"name": "auto", "description": "intruder"});
+        let (status, _) = alice
+            .call(
+                Method::POST,
+                "/spaces",
+                Some(join),
+                &[key, ("x-node-id", "erin")],
+            )
+            .await;
+        assert_eq!(status, StatusCode::FORBIDDEN);
+        assert_eq!(
+            node("erin").await.0,
+            StatusCode::NOT_FOUND,
+            "no refused call registered erin"
+        );
+        let (status, _) = anonymous
+            .call(Method::GET, &messages, None, &[key, ("x-node-id", "carol")])
+            .await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "reads still take a token");
+
+        // The node is the one `POST /auth/register` makes, and it can get a
+        // token there; it is on the log, so a restarted bridge has it.
+        let carol = bridge.register("carol").await;
+        assert_eq!(carol.id, "carol");
+        assert_eq!(
+            texts(&carol.read(&space, "").await),
+            ["hello"],
+            "dave's broadcast, for carol"
+        );
+        let nodes = alice
+            .expect(Method::GET, "/nodes", None, StatusCode::OK)
+            .await;
+        bridge.stop().await;
+        let reopened = (subject.reopen)().await;
+        let bridge = Bridge::start(reopened.log.clone(), &subject.stream).await;
+        let mut alice = alice.clone();
+        alice.url = bridge.url.clone();
+        assert_eq!(
+            alice
+                .expect(Method::GET, "/nodes", None, StatusCode::OK)
+                .await,
+            nodes
+        );
+        let ids: Vec<&str> = nodes
+            .as_array()
+            .expect("nodes")
+            .iter()
+            .filter_map(|n| n["id"].as_str())
+            .collect();
+        assert_eq!(ids, ["alice", "carol", "dave"]);
+        bridge.stop().await;
+    })
+    .await;
+}
+
+/// The seed's external identity: `(namespace, subject)` names one node, so
+/// registering with an identity a node holds answers that node (with a
+/// fresh token), whatever name is given; `/identities` resolves it, the
+/// node binds, rebinds and unbinds its own, and all of it is read back from
+/// the log after a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_identity_binding_answers_the_node_that_holds_it_also_after_a_restart() {
+    on_every_backend("ioa-identity", |subject| async move {
+        let bridge = Bridge::start(subject.log.clone(), &subject.stream).await;
+        let anonymous = bridge.anonymous();
+        let register = |name: &str, identities: Value| {
+            let body = json!({"name": name, "access_key": ACCESS_KEY, "identities": identities});
+            anonymous.call(Method::POST, "/auth/register", Some(body), &[])
+        };
+        let binding = json!({"namespace": "example.system", "subject": "worker-1", "claims": {"profile": {"role": "scanner"}}});
+        let (status, first) = register("worker", json!([binding])).await;
+        assert_eq!(status, StatusCode::CREATED, "{first}");
+        assert_eq!(first["id"], "worker");
+        let (status, again) = register("other", json!([{"namespace": " example.system ", "subject": "worker-1"}])).await;
+        assert_eq!(status, StatusCode::CREATED, "{again}");
+        assert_eq!((&again["id"], &again["name"]), (&json!("worker"), &json!("worker")), "the identity's node, not a new one");
+        assert_ne!(again["token"], first["token"], "a fresh token");
+        let mut worker = anonymous.clone();
+        worker.token = again["token"].as_str().map(str::to_owned);
+        assert_eq!(worker.call(Method::GET, "/nodes/other", None, &[]).await.0, StatusCode::NOT_FOUND);
+        let shown = worker.expect(Method::GET, "/nodes/worker", None, StatusCode::OK).await;
+        assert_eq!(shown["identities"], json!([binding]), "claims kept: naming a held identity changes nothing");
+
+        let resolved = worker
+            .expect(Method::GET, "/identities?namespace=example.system&subject=worker-1", None, StatusCode::OK)
+            .await;
+        assert_eq!(resolved, shown);
+        let missing = worker
+            .expect(Method::GET, "/identities?namespace=example.system&subject=nobody", None, StatusCode::NOT_FOUND)
+            .await;
+        assert_eq!(missing["detail"], "no node holds identity 'example.system'/'nobody'");
+        worker.expect(Method::GET, "/identities?namespace=example.system", None, StatusCode::UNPROCESSABLE_ENTITY).await;
+        anonymous.expect(Method::GET, "/identities?namespace=example.system&subject=worker-1", None, StatusCode::UNAUTHORIZED).await;
+
+        // Bad identities are refused and register nothing.
+        let bob = bridge.register("bob").await;
+        for (identities, why) in [
+            (json!([{"namespace": "", "subject": "x"}]), "identities[0]: identity namespace and subject are required"),
+            (json!([{"namespace": "a", "subject": "x"}, {"namespace": "a", "subject": "x"}]), "identities[1]: duplicate identity 'a'/'x'"),
+        ] {
+            let (status, refused) = register("mallory", identities).await;
+            assert_eq!((status, refused), (StatusCode::UNPROCESSABLE_ENTITY, json!({"detail": why})));
+        }
+        assert_eq!(bob.call(Method::GET, "/nodes/mallory", None, &[]).await.0, StatusCode::NOT_FOUND);
+
+        // A node binds its own identities only, and none another holds.
+        let path = "/nodes/worker/identities";
+        let rebound = json!({"namespace": "example.system", "subject": "worker-1", "claims": {"version": 2}});
+        let (status, _) = bob.call(Method::PUT, path, Some(rebound.clone()), &[]).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "bob cannot change worker's identities");
+        let (status, refused) = bob.call(Method::PUT, "/nodes/bob/identities", Some(rebound.clone()), &[]).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{refused}");
+        assert!(refused["detail"].as_str().is_some_and(|d| d.contains("is bound to node 'worker'")), "{refused}");
+        let node = worker.expect(Method::PUT, path, Some(rebound.clone()), StatusCode::OK).await;
+        assert_eq!(node["identities"], json!([rebound]), "new claims");
+        let second = json!({"namespace": "example.system", "subject": "worker-2"});
+        let node = worker.expect(Method::PUT, path, Some(second), StatusCode::OK).await;
+        assert_eq!(node["identities"].as_array().map(Vec::len), Some(2));
+        let (status, answer) = register("bob", json!([{"namespace": "example.system", "subject": "worker-1"}, {"namespace": "x", "subject": "bob"}])).await;
+        assert_eq!(status, StatusCode::CREATED, "the held identity wins over the name: {answer}");
+        assert_eq!(answer["id"], "worker", "and the other identity is bound to worker");
+        let (status, answer) = bob
+            .call(Method::PUT, "/nodes/bob/identities", Some(json!({"namespace": "y", "subject": "bob"})), &[])
+            .await;
+        assert_eq!(status, StatusCode::OK, "{answer}");
+        let (status, refused) = register("z", json!([{"namespace": "x", "subject": "bob"}, {"namespace": "y", "subject": "bob"}])).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "identities of two nodes: {refused}");
+        let unbind = "/nodes/worker/identities?namespace=example.system&subject=worker-2";
+        let node = worker.expect(Method::DELETE, unbind, None, StatusCode::OK).await;
+        assert_eq!(node["identities"], json!([rebound, {"namespace": "x", "subject": "bob"}]));
+        worker.expect(Method::DELETE, unbind, None, StatusCode::NOT_FOUND).await;
+        let before = worker.expect(Method::GET, "/nodes", None, StatusCode::OK).await;
+        bridge.stop().await;
+
+        // A new bridge on the same log: the same holders, the same claims,
+        // and the identity given up is free.
+        let reopened = (subject.reopen)().await;
+        let bridge = Bridge::start(reopened.log.clone(), &subject.stream).await;
+        let mut worker = worker.clone();
+        worker.url = bridge.url.clone();
+        let mut bob = bob.clone();
+        bob.url = bridge.url.clone();
+        assert_eq!(worker.expect(Method::GET, "/nodes", None, StatusCode::OK).await, before);
+        let body = json!({"name": "third", "access_key": ACCESS_KEY, "identities": [{"namespace": "example.system", "subject": "worker-1"}]});
+        let resolved = bridge.anonymous().expect(Method::POST, "/auth/register", Some(body), StatusCode::CREATED).await;
+        assert_eq!(resolved["id"], "worker", "the restarted bridge resolves the binding to the same node");
+        let node = bob
+            .expect(Method::PUT, "/nodes/bob/identities", Some(json!({"namespace": "example.system", "subject": "worker-2"})), StatusCode::OK)
+            .await;
+        assert_eq!(node["identities"], json!([{"namespace": "example.system", "subject": "worker-2"}, {"namespace": "y", "subject": "bob"}]), "by namespace, then subject");
+        bridge.stop().await;
+    })
+    .await;
+}

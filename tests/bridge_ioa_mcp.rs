@@ -2,6 +2,8 @@
 //! by a real MCP client (rmcp) with a node's bearer token: join a space,
 //! write a thread and a merge, read in every mode; refusals come back as
 //! tool errors with IOA's detail, and `/mcp` without a token is refused.
+//! With the access key instead, `X-Node-ID` names the agent, which its first
+//! `ioa_space` or `ioa_send` registers.
 
 mod support;
 
@@ -12,7 +14,7 @@ use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::{Map, Value, json};
-use support::ioa::{Bridge, Client, texts};
+use support::ioa::{ACCESS_KEY, Bridge, Client, texts};
 use support::on_every_backend;
 
 type Mcp = RunningService<RoleClient, ()>;
@@ -20,6 +22,26 @@ type Mcp = RunningService<RoleClient, ()>;
 fn connect(client: &Client) -> support::ioa::Boxed<Mcp> {
     let config = StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp", client.url))
         .auth_header(client.token.clone().unwrap_or_default());
+    Box::pin(async move {
+        ().serve(StreamableHttpClientTransport::from_config(config))
+            .await
+            .expect("an MCP session")
+    })
+}
+
+/// An MCP session with the access key, as the node `node` names.
+fn connect_with_key(bridge: &Bridge, node: &'static str) -> support::ioa::Boxed<Mcp> {
+    let headers = [("x-access-key", ACCESS_KEY), ("x-node-id", node)]
+        .into_iter()
+        .map(|(name, value)| {
+            (
+                reqwest::header::HeaderName::from_static(name),
+                reqwest::header::HeaderValue::from_static(value),
+            )
+        })
+        .collect();
+    let config = StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp", bridge.url))
+        .custom_headers(headers);
     Box::pin(async move {
         ().serve(StreamableHttpClientTransport::from_config(config))
             .await
@@ -124,6 +146,48 @@ async fn an_mcp_agent_joins_writes_and_reads_with_the_three_tools() {
             .call(Method::POST, "/mcp", Some(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})), &[])
             .await;
         assert_eq!((status, refused), (StatusCode::UNAUTHORIZED, json!({"detail": "authorization token required"})));
+        bridge.stop().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_named_with_the_access_key_is_registered_by_its_first_write() {
+    on_every_backend("ioa-mcp-auto", |subject| async move {
+        let bridge = Bridge::start(subject.log.clone(), &subject.stream).await;
+        let human = bridge.register("human").await;
+        let space = human.space("intake", "on call").await["id"].as_str().expect("id").to_owned();
+        let node = |name: &str| human.call(Method::GET, &format!("/nodes/{name}"), None, &[]);
+
+        let joiner = connect_with_key(&bridge, "mcp-joiner").await;
+        let refused = call(&joiner, "ioa_read", json!({"space_id": space})).await;
+        assert_eq!(refused, Err("caller node 'mcp-joiner' not found".to_owned()), "reading registers nobody");
+        assert_eq!(node("mcp-joiner").await.0, StatusCode::NOT_FOUND);
+        let joined = call(&joiner, "ioa_space", json!({"name": "intake", "description": "triager"})).await.expect("joined");
+        let members: Vec<&str> = joined["nodes"].as_array().expect("nodes").iter().filter_map(|n| n["id"].as_str()).collect();
+        assert_eq!(members, ["human", "mcp-joiner"]);
+        assert_eq!(node("mcp-joiner").await, (StatusCode::OK, json!({"id": "mcp-joiner", "name": "mcp-joiner", "meta": {}})));
+        assert_eq!(call(&joiner, "ioa_read", json!({"space_id": space})).await, Ok(json!([])));
+        joiner.cancel().await.expect("closed");
+
+        let sender = connect_with_key(&bridge, "mcp-sender").await;
+        let sent = call(&sender, "ioa_send", json!({"space_id": space, "content": {"text": "first words"}, "refs": {"nodes": ["human"]}}))
+            .await
+            .expect("sent");
+        assert_eq!(sent["sender"], "mcp-sender");
+        assert_eq!(node("mcp-sender").await.0, StatusCode::OK);
+        assert_eq!(texts(&human.read(&space, "").await), ["first words"]);
+        sender.cancel().await.expect("closed");
+
+        // A token on /mcp still acts only as its own node; a wrong key is refused.
+        let request = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
+        let (status, _) = human.call(Method::POST, "/mcp", Some(request.clone()), &[("x-node-id", "mcp-other")]).await;
+        assert_eq!(status, StatusCode::FORBIDDEN);
+        let (status, refused) = bridge
+            .anonymous()
+            .call(Method::POST, "/mcp", Some(request), &[("x-access-key", "guess"), ("x-node-id", "mcp-other")])
+            .await;
+        assert_eq!((status, refused), (StatusCode::FORBIDDEN, json!({"detail": "invalid access key"})));
         bridge.stop().await;
     })
     .await;

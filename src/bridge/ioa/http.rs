@@ -4,9 +4,12 @@
 //! Authentication is the reference's: `/health`, `/ready` and
 //! `/auth/register` are open; `POST /spaces` needs `X-Access-Key` (and takes
 //! the caller from a bearer token or, with the key alone, from
-//! `X-Node-ID`); everything else, `/mcp` included, needs
-//! `Authorization: Bearer TOKEN`, and the caller is the token's node. An
-//! `X-Node-ID` naming another node than the token's is refused.
+//! `X-Node-ID`); everything else needs `Authorization: Bearer TOKEN`, and
+//! the caller is the token's node. An `X-Node-ID` naming another node than
+//! the token's is refused. The writes that may register their caller
+//! (`POST /spaces/{id}/messages`) and `/mcp` take either a bearer token or,
+//! as `POST /spaces` does, the access key with `X-Node-ID`: whoever holds
+//! the key may register any node anyway.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -25,16 +28,11 @@ use axum::{Extension, Json, Router};
 use futures_util::Stream;
 use serde::de::DeserializeOwned;
 
-use super::model::{AuthRegister, ErrorResponse, NodeCreate, SpaceCreate};
+use super::model::{AuthRegister, ErrorResponse, IdentityBinding, NodeCreate, SpaceCreate};
 use super::records::StoredMessage;
-use super::service::{MessageFilter, ReadOptions, read_mode};
+use super::service::{Caller, MessageFilter, ReadOptions, read_mode};
 use super::view::{Mode, View, message_out};
 use super::{IoaBridge, IoaError, mcp};
-
-/// The node a request acts as, once authenticated (none: a `POST /spaces`
-/// with the access key alone and no `X-Node-ID`).
-#[derive(Debug, Clone)]
-pub(crate) struct Caller(pub Option<String>);
 
 impl IntoResponse for IoaError {
     fn into_response(self) -> Response {
@@ -55,6 +53,11 @@ pub(crate) fn router(bridge: IoaBridge) -> Router {
         .route("/auth/register", post(auth_register))
         .route("/nodes", get(list_nodes).post(create_node))
         .route("/nodes/{node}", get(get_node))
+        .route(
+            "/nodes/{node}/identities",
+            axum::routing::put(bind_identity).delete(unbind_identity),
+        )
+        .route("/identities", get(resolve_identity))
         .route("/nodes/{node}/inbox", get(inbox))
         .route("/nodes/{node}/sse", get(node_events))
         .route("/messages", get(list_messages))
@@ -94,17 +97,42 @@ async fn authenticate(
     if path == "/health" || path == "/ready" || path.starts_with("/auth") {
         return next.run(request).await;
     }
-    let bootstrap = path == "/spaces" && request.method() == Method::POST;
-    match caller(&bridge, request.headers(), bootstrap) {
+    let post = request.method() == Method::POST;
+    let gate = if path == "/spaces" && post {
+        Gate::Key
+    } else if path == "/mcp" || (post && is_messages(path)) {
+        Gate::TokenOrKey
+    } else {
+        Gate::Token
+    };
+    match caller(&bridge, request.headers(), gate) {
         Ok(caller) => {
-            request.extensions_mut().insert(Caller(caller));
+            request.extensions_mut().insert(caller);
             next.run(request).await
         }
         Err(refusal) => refusal.into_response(),
     }
 }
 
-fn caller(bridge: &IoaBridge, headers: &HeaderMap, bootstrap: bool) -> Answer<Option<String>> {
+/// Whether `path` is `/spaces/{id}/messages`.
+fn is_messages(path: &str) -> bool {
+    path.strip_prefix("/spaces/")
+        .and_then(|rest| rest.strip_suffix("/messages"))
+        .is_some_and(|id| !id.is_empty() && !id.contains('/'))
+}
+
+/// The credentials a path takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Gate {
+    /// The access key, with a bearer token or `X-Node-ID` naming the caller.
+    Key,
+    /// A bearer token, or else the access key with `X-Node-ID`.
+    TokenOrKey,
+    /// A bearer token.
+    Token,
+}
+
+fn caller(bridge: &IoaBridge, headers: &HeaderMap, gate: Gate) -> Answer<Caller> {
     let text = |name: header::HeaderName| {
         headers
             .get(name)
@@ -116,31 +144,54 @@ fn caller(bridge: &IoaBridge, headers: &HeaderMap, bootstrap: bool) -> Answer<Op
     let authorization = headers
         .get(header::AUTHORIZATION)
         .map(|v| v.to_str().unwrap_or(""));
-    if bootstrap {
-        match text(header::HeaderName::from_static("x-access-key")) {
-            None => return Err(IoaError::Unauthorized("access key required".into())),
-            Some(key) if key != bridge.config().access_key => {
-                return Err(IoaError::Forbidden("invalid access key".into()));
-            }
-            Some(_) => {}
-        }
-        let Some(authorization) = authorization else {
-            // The access key may act as any node.
-            return Ok(named.map(str::to_owned));
-        };
-        let Some(token) = authorization.strip_prefix("Bearer ") else {
-            return Err(IoaError::Unauthorized(
-                "invalid authorization header".into(),
-            ));
-        };
-        return token_caller(bridge, token, named).map(Some);
-    }
-    let Some(token) = authorization.and_then(|a| a.strip_prefix("Bearer ")) else {
-        return Err(IoaError::Unauthorized(
-            "authorization token required".into(),
-        ));
+    let key = text(header::HeaderName::from_static("x-access-key"));
+    let by_token = |token: &str| {
+        token_caller(bridge, token, named).map(|node| Caller {
+            node: Some(node),
+            by_key: false,
+        })
     };
-    token_caller(bridge, token, named).map(Some)
+    // The access key may act as any node, so it names its caller freely.
+    let by_key = || Caller {
+        node: named.map(str::to_owned),
+        by_key: true,
+    };
+    let check_key = |key: &str| {
+        if key == bridge.config().access_key {
+            Ok(())
+        } else {
+            Err(IoaError::Forbidden("invalid access key".into()))
+        }
+    };
+    match gate {
+        Gate::Key => {
+            let Some(key) = key else {
+                return Err(IoaError::Unauthorized("access key required".into()));
+            };
+            check_key(key)?;
+            let Some(authorization) = authorization else {
+                return Ok(by_key());
+            };
+            let Some(token) = authorization.strip_prefix("Bearer ") else {
+                return Err(IoaError::Unauthorized(
+                    "invalid authorization header".into(),
+                ));
+            };
+            by_token(token)
+        }
+        Gate::TokenOrKey if authorization.is_none() && key.is_some() => {
+            check_key(key.unwrap_or_default())?;
+            Ok(by_key())
+        }
+        Gate::TokenOrKey | Gate::Token => {
+            let Some(token) = authorization.and_then(|a| a.strip_prefix("Bearer ")) else {
+                return Err(IoaError::Unauthorized(
+                    "authorization token required".into(),
+                ));
+            };
+            by_token(token)
+        }
+    }
 }
 
 fn token_caller(bridge: &IoaBridge, token: &str, named: Option<&str>) -> Answer<String> {
@@ -266,6 +317,45 @@ async fn get_node(State(bridge): State<IoaBridge>, Path(node): Path<String>) -> 
     Ok(Json(bridge.node(&node)?).into_response())
 }
 
+async fn resolve_identity(
+    State(bridge): State<IoaBridge>,
+    query: Result<Query<Vec<(String, String)>>, QueryRejection>,
+) -> Answer<Response> {
+    let params = Params::from(query)?;
+    let node = bridge.resolve_identity(params.get("namespace"), params.get("subject"))?;
+    Ok(Json(node).into_response())
+}
+
+async fn bind_identity(
+    State(bridge): State<IoaBridge>,
+    Path(node): Path<String>,
+    Extension(caller): Extension<Caller>,
+    request: Result<Bytes, BytesRejection>,
+) -> Answer<Response> {
+    let binding: IdentityBinding = body(&bridge, request)?;
+    let caller = caller.node.unwrap_or_default();
+    Ok(Json(bridge.bind_identity(&caller, &node, binding).await?).into_response())
+}
+
+async fn unbind_identity(
+    State(bridge): State<IoaBridge>,
+    Path(node): Path<String>,
+    Extension(caller): Extension<Caller>,
+    query: Result<Query<Vec<(String, String)>>, QueryRejection>,
+) -> Answer<Response> {
+    let params = Params::from(query)?;
+    let caller = caller.node.unwrap_or_default();
+    let node = bridge
+        .unbind_identity(
+            &caller,
+            &node,
+            params.get("namespace"),
+            params.get("subject"),
+        )
+        .await?;
+    Ok(Json(node).into_response())
+}
+
 async fn inbox(
     State(bridge): State<IoaBridge>,
     Path(node): Path<String>,
@@ -299,11 +389,11 @@ async fn list_spaces(State(bridge): State<IoaBridge>) -> Response {
 
 async fn create_space(
     State(bridge): State<IoaBridge>,
-    Extension(Caller(caller)): Extension<Caller>,
+    Extension(caller): Extension<Caller>,
     request: Result<Bytes, BytesRejection>,
 ) -> Answer<Response> {
     let request: SpaceCreate = body(&bridge, request)?;
-    Ok(Json(bridge.join(caller.as_deref(), request).await?).into_response())
+    Ok(Json(bridge.join(&caller, request).await?).into_response())
 }
 
 async fn get_space(State(bridge): State<IoaBridge>, Path(space): Path<String>) -> Answer<Response> {
@@ -313,20 +403,18 @@ async fn get_space(State(bridge): State<IoaBridge>, Path(space): Path<String>) -
 async fn send_message(
     State(bridge): State<IoaBridge>,
     Path(space): Path<String>,
-    Extension(Caller(caller)): Extension<Caller>,
+    Extension(caller): Extension<Caller>,
     request: Result<Bytes, BytesRejection>,
 ) -> Answer<Response> {
     let bytes = raw(&bridge, request)?;
-    let message = bridge
-        .send(&space, caller.as_deref(), bytes.to_vec())
-        .await?;
+    let message = bridge.send(&space, &caller, bytes.to_vec()).await?;
     Ok((StatusCode::CREATED, Json(message)).into_response())
 }
 
 async fn read_messages(
     State(bridge): State<IoaBridge>,
     Path(space): Path<String>,
-    Extension(Caller(caller)): Extension<Caller>,
+    Extension(Caller { node: caller, .. }): Extension<Caller>,
     headers: HeaderMap,
     query: Result<Query<Vec<(String, String)>>, QueryRejection>,
 ) -> Answer<Response> {

@@ -1,7 +1,9 @@
 //! IOA's three tools (`ioa_space`, `ioa_send`, `ioa_read`) over MCP's
 //! streamable HTTP transport at `/mcp`, so an LLM agent that speaks MCP can
 //! take part in a space. Each call acts as the node of the bearer token the
-//! HTTP request carries (the router's authentication runs first), and
+//! HTTP request carries or, with the access key, as the node `X-Node-ID`
+//! names, which `ioa_space` and `ioa_send` register when it is new (the
+//! router's authentication runs first), and
 //! answers what the REST API answers, as JSON text; a refusal is a tool
 //! error carrying IOA's `detail`.
 //!
@@ -20,9 +22,8 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Map, Value, json};
 
-use super::http::Caller;
 use super::model::SpaceCreate;
-use super::service::ReadOptions;
+use super::service::{Caller, ReadOptions};
 use super::{IoaBridge, IoaError};
 
 /// The tools, serving one bridge.
@@ -135,7 +136,7 @@ impl IoaTools {
         &self,
         name: &str,
         args: JsonObject,
-        caller: Option<&str>,
+        caller: &Caller,
     ) -> Result<String, IoaError> {
         let bridge = &self.bridge;
         let answer = match name {
@@ -195,7 +196,11 @@ impl IoaTools {
                     all: args.get("all").and_then(Value::as_bool).unwrap_or(false),
                 };
                 let space = required(&args, "space_id")?;
-                serde_json::to_string_pretty(&bridge.read(&space, caller, options)?)
+                serde_json::to_string_pretty(&bridge.read(
+                    &space,
+                    caller.node.as_deref(),
+                    options,
+                )?)
             }
             other => {
                 return Err(IoaError::NotFound(format!(
@@ -233,9 +238,10 @@ impl ServerHandler for IoaTools {
             .extensions
             .get::<axum::http::request::Parts>()
             .and_then(|parts| parts.extensions.get::<Caller>())
-            .and_then(|caller| caller.0.clone());
+            .cloned()
+            .unwrap_or_default();
         let args = request.arguments.unwrap_or_default();
-        let result = match self.call(&request.name, args, caller.as_deref()).await {
+        let result = match self.call(&request.name, args, &caller).await {
             Ok(text) => CallToolResult::success(vec![ContentBlock::text(text)]),
             Err(error) => CallToolResult::error(vec![ContentBlock::text(error.to_string())]),
         };

@@ -61,7 +61,7 @@ use crate::topology::Topology;
 
 pub use error::IoaError;
 pub use model::{Refs, space_conversation};
-pub use records::{JOIN, MAX_PARENTS, META_IOA, OP_MESSAGE, OP_NODE};
+pub use records::{JOIN, MAX_PARENTS, META_IOA, OP_IDENTITY, OP_MESSAGE, OP_NODE};
 
 use tail::Shared;
 
@@ -128,6 +128,9 @@ struct Inner {
     shared: Arc<Shared>,
     config: IoaConfig,
     followers: Vec<JoinHandle<()>>,
+    /// Held while a registration or an identity change decides which node
+    /// holds an identity and writes it.
+    registering: tokio::sync::Mutex<()>,
     /// Cancelled when the server shuts down: ends the event streams, which
     /// would otherwise keep a graceful shutdown waiting forever.
     closing: CancellationToken,
@@ -169,6 +172,7 @@ impl IoaBridge {
                 shared,
                 config,
                 followers,
+                registering: tokio::sync::Mutex::new(()),
                 closing: CancellationToken::new(),
             }),
         })

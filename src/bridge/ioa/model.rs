@@ -25,6 +25,43 @@ pub(crate) struct AuthRegister {
     pub access_key: Option<String>,
     #[serde(default)]
     pub meta: Option<Map<String, Value>>,
+    /// Identities from other systems to bind to the node; one already bound
+    /// to a node makes the registration answer that node.
+    #[serde(default)]
+    pub identities: Option<Vec<IdentityBinding>>,
+}
+
+/// An identity another system owns, bound to one node: `(namespace,
+/// subject)` names at most one node on the whole log. `claims` are the
+/// owning system's descriptive, non-secret data.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct IdentityBinding {
+    #[serde(default)]
+    pub namespace: String,
+    #[serde(default)]
+    pub subject: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claims: Option<Map<String, Value>>,
+}
+
+impl IdentityBinding {
+    /// The binding as it is kept: namespace and subject trimmed (both
+    /// required), empty claims dropped.
+    pub fn normalized(mut self) -> Result<Self, String> {
+        self.namespace = self.namespace.trim().to_owned();
+        self.subject = self.subject.trim().to_owned();
+        if self.namespace.is_empty() || self.subject.is_empty() {
+            return Err("identity namespace and subject are required".into());
+        }
+        self.claims = self.claims.filter(|c| !c.is_empty());
+        Ok(self)
+    }
+
+    /// Whether this is the identity `(namespace, subject)`.
+    pub fn is(&self, namespace: &str, subject: &str) -> bool {
+        self.namespace == namespace && self.subject == subject
+    }
 }
 
 /// The answer to a registration: the node and its new bearer token.
@@ -119,6 +156,9 @@ pub(crate) struct NodeOut {
     #[serde(skip_serializing_if = "String::is_empty")]
     pub description: String,
     pub meta: Map<String, Value>,
+    /// The identities bound to the node, by namespace then subject.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub identities: Vec<IdentityBinding>,
 }
 
 /// A space as IOA shows it: its members and how many messages it holds.
@@ -177,6 +217,21 @@ pub fn space_conversation(name: &str) -> ConversationId {
     let digest = Sha256::new()
         .chain_update(b"ioa.space:")
         .chain_update(name.as_bytes())
+        .finalize();
+    let mut first = [0u8; 16];
+    first.copy_from_slice(&digest[..16]);
+    ConversationId::from_u128(u128::from_be_bytes(first))
+}
+
+/// The conversation of the identity `(namespace, subject)`: every record
+/// binding or unbinding it shares one partition, so which node holds it is
+/// decided by their order there, the same on every bridge.
+pub(crate) fn identity_conversation(namespace: &str, subject: &str) -> ConversationId {
+    let digest = Sha256::new()
+        .chain_update(b"ioa.identity:")
+        .chain_update(namespace.as_bytes())
+        .chain_update([0u8])
+        .chain_update(subject.as_bytes())
         .finalize();
     let mut first = [0u8; 16];
     first.copy_from_slice(&digest[..16]);

@@ -6,6 +6,11 @@
 //! | a node registers (or gets another token) | `event` `ioa.node`, source = the node | `agent.registry` | the node's card conversation | [`NodeRecord`]: the node, and the SHA-256 of a new token |
 //! | a node joins a space | `status` `progress`, metadata `ioa` = `join`, source = the node | `agent.commands` | the space's ([`space_conversation`]) | the `SpaceCreate` (name, description, tags) |
 //! | a message | `event` `ioa.message`, source = the sender | `agent.commands` | the space's | the `SendMessage` exactly as the client sent it |
+//! | a node binds an external identity (or gives it up) | `event` `ioa.identity`, source = the node | `agent.registry` | the identity's ([`identity_conversation`]) | [`IdentityRecord`]: namespace, subject, claims (or `unbound`) |
+//!
+//! An identity is held by the node whose binding comes first in the
+//! identity's conversation (one partition, so every bridge agrees); a later
+//! binding by another node changes nothing until the holder unbinds.
 //!
 //! A message's shared semantics are envelope fields: `source` is the
 //! sender, `cause` the first of `refs.messages` (with `cause_at`, its
@@ -32,13 +37,16 @@ use crate::log::LogRecord;
 use crate::replay::{META_CAUSES, ReplayRecord};
 
 use super::model::{
-    Refs, SendMessage, SpaceCreate, is_empty_object, is_object, space_conversation,
+    IdentityBinding, Refs, SendMessage, SpaceCreate, identity_conversation, is_empty_object,
+    is_object, space_conversation,
 };
 
 /// The operation of a node's registration event.
 pub const OP_NODE: &str = "ioa.node";
 /// The operation of a message event.
 pub const OP_MESSAGE: &str = "ioa.message";
+/// The operation of an identity's binding event.
+pub const OP_IDENTITY: &str = "ioa.identity";
 /// The metadata key marking a status `progress` record as a join (value [`JOIN`]).
 pub const META_IOA: &str = "ioa";
 /// The value of [`META_IOA`] on a join.
@@ -57,6 +65,29 @@ pub(crate) struct NodeRecord {
     /// is never written anywhere.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_sha256: Option<String>,
+}
+
+/// The body of an identity's binding record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct IdentityRecord {
+    pub namespace: String,
+    pub subject: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claims: Option<Map<String, Value>>,
+    /// The node gives the identity up.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unbound: bool,
+}
+
+impl IdentityRecord {
+    /// The binding it makes (or gives up).
+    pub fn binding(self) -> IdentityBinding {
+        IdentityBinding {
+            namespace: self.namespace,
+            subject: self.subject,
+            claims: self.claims,
+        }
+    }
 }
 
 /// A message read back from the log.
@@ -90,6 +121,11 @@ pub(crate) enum IoaRecord {
         join: SpaceCreate,
     },
     Message(Box<StoredMessage>),
+    Identity {
+        record: RecordId,
+        node: String,
+        identity: IdentityRecord,
+    },
 }
 
 /// The IOA fact a log record is, if it is one. Records of other agents and
@@ -135,6 +171,17 @@ pub(crate) fn read(topic: &str, record: LogRecord) -> Option<IoaRecord> {
                 record,
             })))
         }
+        (Kind::Event, Some(OP_IDENTITY)) => {
+            let identity: IdentityRecord = serde_json::from_slice(&envelope.body).ok()?;
+            let conversation = identity_conversation(&identity.namespace, &identity.subject);
+            // Filed under another identity's conversation it would escape
+            // that identity's ordering; such a record is bogus.
+            (conversation == envelope.conversation).then(|| IoaRecord::Identity {
+                record: id,
+                node: envelope.source.as_str().to_owned(),
+                identity,
+            })
+        }
         _ => None,
     }
 }
@@ -157,6 +204,24 @@ pub(crate) fn node(node: &AgentId, body: &NodeRecord) -> Outgoing {
         json(body),
     )
     .with_operation(OP_NODE);
+    Outgoing::new(envelope, ContentType::Json)
+}
+
+/// `node` binds `binding` (or, `unbound`, gives it up).
+pub(crate) fn identity(node: &AgentId, binding: &IdentityBinding, unbound: bool) -> Outgoing {
+    let body = IdentityRecord {
+        namespace: binding.namespace.clone(),
+        subject: binding.subject.clone(),
+        claims: binding.claims.clone(),
+        unbound,
+    };
+    let envelope = AgentEnvelope::event(
+        new_record_id(),
+        identity_conversation(&binding.namespace, &binding.subject),
+        node.clone(),
+        json(&body),
+    )
+    .with_operation(OP_IDENTITY);
     Outgoing::new(envelope, ContentType::Json)
 }
 

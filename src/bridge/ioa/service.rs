@@ -10,12 +10,24 @@ use sha2::{Digest, Sha256};
 use crate::replay::Direction;
 
 use super::model::{
-    AuthRegister, AuthResponse, MessageOut, NodeCreate, NodeOut, Refs, SendMessage, SpaceCreate,
-    SpaceInfo, SpaceWithRoots, is_object, normalize_tags, space_conversation,
+    AuthRegister, AuthResponse, IdentityBinding, MessageOut, NodeCreate, NodeOut, Refs,
+    SendMessage, SpaceCreate, SpaceInfo, SpaceWithRoots, is_object, normalize_tags,
+    space_conversation,
 };
 use super::records::{self, MAX_PARENTS, NodeRecord};
 use super::view::{Mode, Space, View, addressed_to, message_out, window};
 use super::{IoaBridge, IoaError};
+
+/// Who a request acts as, once authenticated.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Caller {
+    /// The node: a bearer token's, or the one `X-Node-ID` names.
+    pub node: Option<String>,
+    /// Named with the access key alone, which may register any node (as
+    /// `POST /auth/register` does), so `ioa_space` and `ioa_send` register
+    /// it on the fly when it is new.
+    pub by_key: bool,
+}
 
 /// The options of a space-scoped read.
 #[derive(Debug, Clone, Default)]
@@ -57,25 +69,96 @@ fn node_id(name: &str) -> Result<AgentId, IoaError> {
     })
 }
 
-/// Requires a registered caller, as the reference does for writes.
-fn caller_node(view: &View, caller: Option<&str>) -> Result<String, IoaError> {
-    let caller = caller.unwrap_or_default();
-    if caller.is_empty() {
+/// The node a write acts as, and whether it still has to be registered:
+/// only a node named with the access key may be new.
+fn caller_node(view: &View, caller: &Caller) -> Result<(String, bool), IoaError> {
+    let Some(node) = caller.node.as_deref().filter(|n| !n.is_empty()) else {
         return Err(IoaError::InvalidInput(
-            "caller node identity is required".into(),
+            "caller node identity is required (a bearer token, or X-Node-ID with the access key)"
+                .into(),
         ));
+    };
+    if view.node(node).is_some() {
+        return Ok((node.to_owned(), false));
     }
-    if view.node(caller).is_none() {
+    if caller.by_key {
+        node_id(node)?;
+        return Ok((node.to_owned(), true));
+    }
+    Err(IoaError::InvalidInput(format!(
+        "caller node '{node}' not found"
+    )))
+}
+
+/// Identities as a registration or a binding gives them: each normalized,
+/// none twice.
+fn normalize_identities(given: Vec<IdentityBinding>) -> Result<Vec<IdentityBinding>, IoaError> {
+    let mut out: Vec<IdentityBinding> = Vec::with_capacity(given.len());
+    for (i, binding) in given.into_iter().enumerate() {
+        let binding = binding
+            .normalized()
+            .map_err(|e| IoaError::InvalidInput(format!("identities[{i}]: {e}")))?;
+        if out
+            .iter()
+            .any(|b| b.is(&binding.namespace, &binding.subject))
+        {
+            return Err(IoaError::InvalidInput(format!(
+                "identities[{i}]: duplicate identity '{}'/'{}'",
+                binding.namespace, binding.subject
+            )));
+        }
+        out.push(binding);
+    }
+    Ok(out)
+}
+
+/// The node already holding one of `identities`, if any; identities held
+/// by two different nodes cannot name one caller.
+fn holder_of(view: &View, identities: &[IdentityBinding]) -> Result<Option<String>, IoaError> {
+    let held: Vec<(&IdentityBinding, &str)> = identities
+        .iter()
+        .filter_map(|b| Some((b, view.holder(&b.namespace, &b.subject)?)))
+        .collect();
+    let Some((_, first)) = held.first() else {
+        return Ok(None);
+    };
+    if held.iter().any(|(_, holder)| holder != first) {
+        let list: Vec<String> = held
+            .iter()
+            .map(|(b, holder)| format!("'{}'/'{}' is bound to '{holder}'", b.namespace, b.subject))
+            .collect();
         return Err(IoaError::InvalidInput(format!(
-            "caller node '{caller}' not found"
+            "the identities belong to different nodes ({}); register with the identities of one node",
+            list.join(", ")
         )));
     }
-    Ok(caller.to_owned())
+    Ok(Some((*first).to_owned()))
+}
+
+fn identity_args(namespace: &str, subject: &str) -> Result<(), IoaError> {
+    if namespace.trim().is_empty() || subject.trim().is_empty() {
+        return Err(IoaError::InvalidInput(
+            "identity namespace and subject are required".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// A node binds and unbinds identities of its own only.
+fn own_node(caller: &str, node: &str) -> Result<(), IoaError> {
+    if caller != node {
+        return Err(IoaError::Forbidden(format!(
+            "node '{caller}' cannot change the identities of node '{node}'; use {node}'s own token"
+        )));
+    }
+    Ok(())
 }
 
 impl IoaBridge {
-    /// `POST /auth/register`: the node named `name` (registered now unless
-    /// it exists) and a new bearer token for it.
+    /// `POST /auth/register`: a new bearer token for the node that holds
+    /// one of `identities` or else for the node named `name` (registered
+    /// now unless it exists); the identities it does not hold yet are bound
+    /// to it.
     pub(crate) async fn register(&self, body: AuthRegister) -> Result<AuthResponse, IoaError> {
         if body.access_key.as_deref() != Some(self.inner.config.access_key.as_str()) {
             return Err(IoaError::Forbidden("invalid access key".into()));
@@ -84,24 +167,138 @@ impl IoaBridge {
         if name.trim().is_empty() {
             return Err(IoaError::InvalidInput("name is required".into()));
         }
-        let agent = node_id(&name)?;
+        node_id(&name)?;
+        let identities = normalize_identities(body.identities.unwrap_or_default())?;
+        // One registration at a time here, so two registering the same new
+        // identity at once make one node, not two.
+        let _one_at_a_time = self.inner.registering.lock().await;
+        let holder = self.inner.shared.read(|v| holder_of(v, &identities))?;
+        let id = holder.unwrap_or(name);
+        let agent = node_id(&id)?;
         let mut secret = [0u8; 32];
         rand::rng().fill_bytes(&mut secret);
         let token = hex::encode(secret);
-        let existing = self.inner.shared.read(|v| v.node(&name).cloned());
+        let existing = self.inner.shared.read(|v| v.node(&id).cloned());
         let node = existing.unwrap_or_else(|| NodeOut {
-            id: name.clone(),
-            name: name.clone(),
+            id: id.clone(),
+            name: id.clone(),
             description: body.description.unwrap_or_default(),
             meta: body.meta.unwrap_or_default(),
+            identities: Vec::new(),
         });
         self.write_node(&agent, &node, Some(token_hash(&token)))
             .await?;
+        // Identities the node holds keep their claims (a registration
+        // naming one is no update; `PUT /nodes/{id}/identities` is).
+        let unheld: Vec<&IdentityBinding> = self.inner.shared.read(|v| {
+            identities
+                .iter()
+                .filter(|b| v.holder(&b.namespace, &b.subject) != Some(id.as_str()))
+                .collect()
+        });
+        for binding in unheld {
+            self.bind(&agent, binding).await?;
+        }
         Ok(AuthResponse {
             id: node.id,
             name: node.name,
             token,
         })
+    }
+
+    /// Binds `binding` to `node` unless it holds it already as given.
+    async fn bind(&self, node: &AgentId, binding: &IdentityBinding) -> Result<(), IoaError> {
+        let same = self
+            .inner
+            .shared
+            .read(|v| v.held(node.as_str(), &binding.namespace, &binding.subject) == Some(binding));
+        if !same {
+            let outgoing = records::identity(node, binding, false);
+            self.write(&self.inner.topology.registry, outgoing).await?;
+        }
+        Ok(())
+    }
+
+    /// `GET /identities?namespace=&subject=`: the node holding an identity.
+    pub(crate) fn resolve_identity(
+        &self,
+        namespace: &str,
+        subject: &str,
+    ) -> Result<NodeOut, IoaError> {
+        identity_args(namespace, subject)?;
+        self.inner
+            .shared
+            .read(|v| v.holder(namespace, subject).and_then(|id| v.shown(id)))
+            .ok_or_else(|| {
+                IoaError::NotFound(format!("no node holds identity '{namespace}'/'{subject}'"))
+            })
+    }
+
+    /// `PUT /nodes/{id}/identities`: the caller binds an identity to itself,
+    /// or gives one it holds new claims.
+    pub(crate) async fn bind_identity(
+        &self,
+        caller: &str,
+        node: &str,
+        binding: IdentityBinding,
+    ) -> Result<NodeOut, IoaError> {
+        own_node(caller, node)?;
+        let binding = binding.normalized().map_err(IoaError::InvalidInput)?;
+        let agent = node_id(node)?;
+        let _one_at_a_time = self.inner.registering.lock().await;
+        let holder = self.inner.shared.read(|v| {
+            v.holder(&binding.namespace, &binding.subject)
+                .map(str::to_owned)
+        });
+        if let Some(holder) = holder.filter(|h| h != node) {
+            return Err(IoaError::InvalidInput(format!(
+                "identity '{}'/'{}' is bound to node '{holder}'; it can be bound to another node once '{holder}' unbinds it",
+                binding.namespace, binding.subject
+            )));
+        }
+        self.bind(&agent, &binding).await?;
+        self.node(node)
+    }
+
+    /// `DELETE /nodes/{id}/identities?namespace=&subject=`: the caller gives
+    /// up an identity it holds.
+    pub(crate) async fn unbind_identity(
+        &self,
+        caller: &str,
+        node: &str,
+        namespace: &str,
+        subject: &str,
+    ) -> Result<NodeOut, IoaError> {
+        own_node(caller, node)?;
+        identity_args(namespace, subject)?;
+        let agent = node_id(node)?;
+        let _one_at_a_time = self.inner.registering.lock().await;
+        let Some(binding) = self
+            .inner
+            .shared
+            .read(|v| v.held(node, namespace, subject).cloned())
+        else {
+            return Err(IoaError::NotFound(format!(
+                "node '{node}' holds no identity '{namespace}'/'{subject}'"
+            )));
+        };
+        let outgoing = records::identity(&agent, &binding, true);
+        self.write(&self.inner.topology.registry, outgoing).await?;
+        self.node(node)
+    }
+
+    /// Registers a new caller named with the access key, with no token
+    /// (it gets one from `POST /auth/register` when it wants one).
+    async fn register_caller(&self, node: &str) -> Result<(), IoaError> {
+        let agent = node_id(node)?;
+        let out = NodeOut {
+            id: node.to_owned(),
+            name: node.to_owned(),
+            description: String::new(),
+            meta: serde_json::Map::new(),
+            identities: Vec::new(),
+        };
+        self.write_node(&agent, &out, None).await
     }
 
     /// `POST /nodes`: registers a node without a token; an existing name
@@ -112,7 +309,7 @@ impl IoaBridge {
             return Err(IoaError::InvalidInput("name is required".into()));
         }
         let agent = node_id(&name)?;
-        if let Some(node) = self.inner.shared.read(|v| v.node(&name).cloned()) {
+        if let Some(node) = self.inner.shared.read(|v| v.shown(&name)) {
             return Ok(node);
         }
         let node = NodeOut {
@@ -120,12 +317,13 @@ impl IoaBridge {
             name,
             description: body.description.unwrap_or_default(),
             meta: body.meta.unwrap_or_default(),
+            identities: Vec::new(),
         };
         self.write_node(&agent, &node, None).await?;
         Ok(self
             .inner
             .shared
-            .read(|v| v.node(&node.id).cloned())
+            .read(|v| v.shown(&node.id))
             .unwrap_or(node))
     }
 
@@ -177,21 +375,22 @@ impl IoaBridge {
     pub(crate) fn node(&self, id: &str) -> Result<NodeOut, IoaError> {
         self.inner
             .shared
-            .read(|v| v.node(id).cloned())
+            .read(|v| v.shown(id))
             .ok_or_else(|| IoaError::NotFound(format!("Node '{id}' not found")))
     }
 
     /// `POST /spaces` and `ioa_space`: creates the space unless it exists
-    /// (by name) and makes the caller a member with this description.
+    /// (by name) and makes the caller a member with this description; a
+    /// new caller named with the access key is registered first.
     pub(crate) async fn join(
         &self,
-        caller: Option<&str>,
+        caller: &Caller,
         mut body: SpaceCreate,
     ) -> Result<SpaceInfo, IoaError> {
-        let (node, fallback) = self.inner.shared.read(|v| {
-            let node = caller_node(v, caller)?;
+        let (node, new, fallback) = self.inner.shared.read(|v| {
+            let (node, new) = caller_node(v, caller)?;
             let fallback = v.node(&node).map(|n| n.description.clone());
-            Ok::<_, IoaError>((node, fallback.unwrap_or_default()))
+            Ok::<_, IoaError>((node, new, fallback.unwrap_or_default()))
         })?;
         if body.name.trim().is_empty() {
             return Err(IoaError::InvalidInput("Space name is required".into()));
@@ -205,6 +404,9 @@ impl IoaBridge {
             ));
         }
         body.tags = normalize_tags(&body.tags);
+        if new {
+            self.register_caller(&node).await?;
+        }
         let space = space_conversation(&body.name);
         let unchanged = self.inner.shared.read(|v| {
             v.space_of(&space).is_some_and(|s| {
@@ -228,7 +430,7 @@ impl IoaBridge {
     /// `ioa_space`: the space joined, with its root messages.
     pub(crate) async fn join_with_roots(
         &self,
-        caller: Option<&str>,
+        caller: &Caller,
         body: SpaceCreate,
     ) -> Result<SpaceWithRoots, IoaError> {
         let info = self.join(caller, body).await?;
@@ -256,16 +458,17 @@ impl IoaBridge {
     }
 
     /// `POST /spaces/{id}/messages` and `ioa_send`: `body` is the
-    /// `SendMessage` JSON, which becomes the record's body unchanged.
+    /// `SendMessage` JSON, which becomes the record's body unchanged; a new
+    /// sender named with the access key is registered first.
     pub(crate) async fn send(
         &self,
         space_id: &str,
-        caller: Option<&str>,
+        caller: &Caller,
         body: Vec<u8>,
     ) -> Result<MessageOut, IoaError> {
         let request: SendMessage = serde_json::from_slice(&body)
             .map_err(|e| IoaError::InvalidInput(format!("invalid message: {e}")))?;
-        let (space, sender, refs, first_at) = self.inner.shared.read(|v| {
+        let (space, (sender, new), refs, first_at) = self.inner.shared.read(|v| {
             let space = v.space(space_id).ok_or_else(|| space_not_found(space_id))?;
             let sender = caller_node(v, caller)?;
             let Some(content) = &request.content else {
@@ -285,6 +488,9 @@ impl IoaBridge {
         })?;
         if let Some(schema) = &request.content_schema {
             check_schema(schema)?;
+        }
+        if new {
+            self.register_caller(&sender).await?;
         }
         let agent = node_id(&sender)?;
         let outgoing = records::message(space, &agent, body, &refs, first_at);

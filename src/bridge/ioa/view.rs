@@ -11,7 +11,7 @@ use agdx_wire::{ConversationId, RecordId};
 
 use crate::replay::{CausalGraph, Direction, NodeKey};
 
-use super::model::{MessageOut, NodeOut, SpaceInfo, normalize_tags};
+use super::model::{IdentityBinding, MessageOut, NodeOut, SpaceInfo, normalize_tags};
 use super::records::{IoaRecord, StoredMessage};
 
 /// One space: its name, tags, members and messages in log order.
@@ -58,6 +58,10 @@ pub(crate) struct View {
     nodes: BTreeMap<String, NodeOut>,
     /// Hex SHA-256 of a token → its node.
     tokens: HashMap<String, String>,
+    /// `(namespace, subject)` → the node holding that identity.
+    holders: HashMap<(String, String), String>,
+    /// Node id → the identities it holds, by namespace then subject.
+    identities: HashMap<String, Vec<IdentityBinding>>,
     spaces: HashMap<ConversationId, Space>,
     /// Message id → its space and index there.
     messages: HashMap<RecordId, (ConversationId, usize)>,
@@ -84,6 +88,7 @@ impl View {
                         name: node.name.clone(),
                         description: node.description.clone(),
                         meta: node.meta.clone(),
+                        identities: Vec::new(),
                     });
                 if let Some(hash) = node.token_sha256 {
                     self.tokens.entry(hash).or_insert(node.id);
@@ -108,6 +113,47 @@ impl View {
                 entry.tags = normalize_tags(entry.tags.iter().chain(&join.tags));
                 entry.members.insert(node, join.description);
             }
+            IoaRecord::Identity {
+                record,
+                node,
+                identity,
+            } => {
+                if !self.applied.insert(record) {
+                    return;
+                }
+                let unbound = identity.unbound;
+                let binding = identity.binding();
+                let key = (binding.namespace.clone(), binding.subject.clone());
+                match self.holders.get(&key).cloned() {
+                    // Held by another node: this binding lost the race.
+                    Some(holder) if holder != node => {}
+                    Some(_) if unbound => {
+                        self.holders.remove(&key);
+                        if let Some(held) = self.identities.get_mut(&node) {
+                            held.retain(|b| !b.is(&key.0, &key.1));
+                        }
+                    }
+                    Some(_) => {
+                        // The holder binds it again: new claims.
+                        let held = self.identities.entry(node).or_default();
+                        if let Some(old) = held.iter_mut().find(|b| b.is(&key.0, &key.1)) {
+                            *old = binding;
+                        }
+                    }
+                    None if unbound => {}
+                    None => {
+                        self.holders.insert(key, node.clone());
+                        // Sorted: bindings of different identities sit in
+                        // different partitions, so the order they were taken
+                        // in is no order a restart keeps.
+                        let held = self.identities.entry(node).or_default();
+                        let at = held.partition_point(|b| {
+                            (&b.namespace, &b.subject) < (&binding.namespace, &binding.subject)
+                        });
+                        held.insert(at, binding);
+                    }
+                }
+            }
             IoaRecord::Message(message) => {
                 let Some(space) = self.spaces.get_mut(&message.space) else {
                     // A conversation nobody joined is no IOA space.
@@ -129,14 +175,36 @@ impl View {
         self.applied.contains(id)
     }
 
-    /// The node with this id.
+    /// The node with this id (without its identities: see [`View::shown`]).
     pub fn node(&self, id: &str) -> Option<&NodeOut> {
         self.nodes.get(id)
     }
 
+    /// The node with this id as IOA shows it, with its identities.
+    pub fn shown(&self, id: &str) -> Option<NodeOut> {
+        let mut node = self.nodes.get(id)?.clone();
+        node.identities = self.identities.get(id).cloned().unwrap_or_default();
+        Some(node)
+    }
+
+    /// The node holding the identity `(namespace, subject)`.
+    pub fn holder(&self, namespace: &str, subject: &str) -> Option<&str> {
+        self.holders
+            .get(&(namespace.to_owned(), subject.to_owned()))
+            .map(String::as_str)
+    }
+
+    /// The identity `(namespace, subject)` as `node` holds it.
+    pub fn held(&self, node: &str, namespace: &str, subject: &str) -> Option<&IdentityBinding> {
+        self.identities
+            .get(node)?
+            .iter()
+            .find(|b| b.is(namespace, subject))
+    }
+
     /// Every node, by name then id.
     pub fn nodes(&self) -> Vec<NodeOut> {
-        let mut nodes: Vec<NodeOut> = self.nodes.values().cloned().collect();
+        let mut nodes: Vec<NodeOut> = self.nodes.keys().filter_map(|id| self.shown(id)).collect();
         nodes.sort_by(|a, b| (&a.name, &a.id).cmp(&(&b.name, &b.id)));
         nodes
     }
@@ -182,7 +250,7 @@ impl View {
             .members
             .iter()
             .filter_map(|(id, description)| {
-                let mut node = self.nodes.get(id)?.clone();
+                let mut node = self.shown(id)?;
                 if !description.is_empty() {
                     node.description = description.clone();
                 }
