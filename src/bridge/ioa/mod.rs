@@ -13,7 +13,12 @@
 //! - a **space** is a conversation whose id is derived from the space's
 //!   name ([`space_conversation`]): its records share one partition, in order;
 //! - a **node** is an agent id (its name); registering appends the node and
-//!   the SHA-256 of a freshly minted bearer token to `agent.registry`;
+//!   the SHA-256 of a freshly minted bearer token to `agent.registry`; a
+//!   caller named with the access key is registered by its first join or
+//!   message;
+//! - an **external identity** `(namespace, subject)` is bound to one node by
+//!   a record in a conversation of its own on `agent.registry`, so the
+//!   first binding there holds it, the same on every bridge;
 //! - **joining** a space is a `status` record of the joining node;
 //! - a **message** is an `event` of the sender in the space's conversation:
 //!   the body is the IOA request as the client sent it (content, refs, meta,
@@ -69,7 +74,9 @@ use tail::Shared;
 #[derive(Debug, Clone)]
 pub struct IoaConfig {
     /// The key that registers nodes (`POST /auth/register`) and creates
-    /// spaces (`POST /spaces`, header `X-Access-Key`).
+    /// spaces (`POST /spaces`, header `X-Access-Key`); with it, `X-Node-ID`
+    /// names the caller of `POST /spaces`, `POST /spaces/{id}/messages` and
+    /// `/mcp`, registered on the fly when new.
     pub access_key: String,
     /// The id this bridge writes into `bridge_hops` and as its own source.
     pub bridge_id: String,
