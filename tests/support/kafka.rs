@@ -127,6 +127,8 @@ pub fn tansu_binary() -> Result<PathBuf, String> {
 pub struct TansuBroker {
     child: Child,
     pub address: String,
+    /// Where the broker tells clients to reach it.
+    advertised: String,
     binary: PathBuf,
     storage: String,
     dir: tempfile::TempDir,
@@ -141,9 +143,25 @@ impl TansuBroker {
         storage: &str,
     ) -> Result<Self, String> {
         let port = super::free_port()?;
+        Self::start_on(binary, dir, storage, port, None).await
+    }
+
+    /// Starts `binary` on loopback `port`; with `advertised` (`HOST:PORT`),
+    /// the broker tells clients to reach it there instead, e.g. at a
+    /// [`super::balancer::Balancer`] in front of several brokers.
+    pub async fn start_on(
+        binary: &Path,
+        dir: tempfile::TempDir,
+        storage: &str,
+        port: u16,
+        advertised: Option<&str>,
+    ) -> Result<Self, String> {
+        let address = format!("127.0.0.1:{port}");
+        let advertised = advertised.unwrap_or(&address).to_owned();
         let mut broker = TansuBroker {
-            child: spawn(binary, dir.path(), port, storage)?,
-            address: format!("127.0.0.1:{port}"),
+            child: spawn(binary, dir.path(), port, &advertised, storage)?,
+            address,
+            advertised,
             binary: binary.to_owned(),
             storage: storage.to_owned(),
             dir,
@@ -165,7 +183,13 @@ impl TansuBroker {
             .rsplit_once(':')
             .and_then(|(_, port)| port.parse().ok())
             .ok_or("the broker's address has no port")?;
-        self.child = spawn(&self.binary, self.dir.path(), port, &self.storage)?;
+        self.child = spawn(
+            &self.binary,
+            self.dir.path(),
+            port,
+            &self.advertised,
+            &self.storage,
+        )?;
         self.wait_until_ready().await
     }
 
@@ -180,7 +204,7 @@ impl TansuBroker {
                 ));
             }
             if tokio::net::TcpStream::connect(&self.address).await.is_ok()
-                && KafkaLog::connect(&test_url(&self.address)).await.is_ok()
+                && KafkaLog::connect(&test_url(&self.advertised)).await.is_ok()
             {
                 return Ok(());
             }
@@ -205,7 +229,13 @@ impl Drop for TansuBroker {
 /// The broker's output, in its directory.
 const LOG_FILE: &str = "tansu.log";
 
-fn spawn(binary: &Path, dir: &Path, port: u16, storage: &str) -> Result<Child, String> {
+fn spawn(
+    binary: &Path,
+    dir: &Path,
+    port: u16,
+    advertised: &str,
+    storage: &str,
+) -> Result<Child, String> {
     let log_path = dir.join(LOG_FILE);
     let log = std::fs::OpenOptions::new()
         .create(true)
@@ -216,9 +246,15 @@ fn spawn(binary: &Path, dir: &Path, port: u16, storage: &str) -> Result<Child, S
         .try_clone()
         .map_err(|e| format!("cannot share {}: {e}", log_path.display()))?;
     let url = format!("tcp://127.0.0.1:{port}");
+    let advertised = format!("tcp://{advertised}");
     Command::new(binary)
         .arg("broker")
-        .args(["--listener-url", &url, "--advertised-listener-url", &url])
+        .args([
+            "--listener-url",
+            &url,
+            "--advertised-listener-url",
+            &advertised,
+        ])
         .args(["--storage-engine", storage])
         .current_dir(dir)
         .env_remove("RUST_LOG")

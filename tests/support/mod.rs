@@ -16,6 +16,7 @@
 pub mod agents;
 pub mod ax_ipc;
 pub mod axon;
+pub mod balancer;
 pub mod embedded;
 pub mod fabric;
 pub mod iggy;

@@ -74,6 +74,23 @@ impl Postgres {
         Ok(server)
     }
 
+    /// The major version of the server binaries, e.g. 16 for 16.2.
+    pub fn major_version(&self) -> Result<u32, String> {
+        let output = self.run("postgres", &["--version"])?;
+        let text = String::from_utf8_lossy(&output.stdout);
+        // "postgres (PostgreSQL) 16.2"
+        text.split_whitespace()
+            .last()
+            .and_then(|version| version.split('.').next())
+            .and_then(|major| major.parse().ok())
+            .ok_or_else(|| format!("cannot read a version in `postgres --version`: {text}"))
+    }
+
+    /// The directory its binaries come from.
+    pub fn binaries(&self) -> &Path {
+        &self.bin
+    }
+
     /// The connection URL of database `postgres` as user `postgres`.
     pub fn url(&self) -> String {
         format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
