@@ -8,10 +8,14 @@
 //! - **Same process:** after an append commits, the appender wakes the
 //!   pollers of that partition through a per-partition [`Notify`] at once.
 //! - **Other processes:** while at least one poll waits, a watcher thread
-//!   reads SQLite's `PRAGMA data_version` every 2–5 ms (a read of the WAL
-//!   index, no query) and, when another connection has committed, wakes every
-//!   waiting poll of the directory to read again. The thread ends a second
-//!   after the last waiting poll gave up waiting.
+//!   reads SQLite's `PRAGMA data_version` (a read of the WAL index, no
+//!   query) and, when another connection has committed, wakes every waiting
+//!   poll of the directory to read again. It reads it when the file system
+//!   reports a write to the database or its WAL (every commit writes the
+//!   WAL), and every 50 ms in case an event was missed; where the file
+//!   system reports nothing, every 2–5 ms. So an idle poll costs next to
+//!   nothing, and another process's commit wakes it at once. The thread
+//!   ends a second after the last waiting poll gave up waiting.
 //!
 //! A poll arms both notifications *before* it reads, so a record committed
 //! between its read and its wait still wakes it.
@@ -21,15 +25,20 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock, Mutex, Weak};
 use std::time::{Duration, Instant};
 
+use notify::{RecommendedWatcher, RecursiveMode, Watcher as _};
 use tokio::sync::Notify;
 
 use super::{Durability, connect};
 use crate::log::lock;
 
-/// Shortest pause between two checks of the database for other processes' commits.
+/// Without file events: shortest pause between two checks of the database
+/// for other processes' commits.
 const WATCH_MIN_INTERVAL: Duration = Duration::from_millis(2);
 /// Longest such pause, reached after a run of checks that found nothing.
 const WATCH_MAX_INTERVAL: Duration = Duration::from_millis(5);
+/// With file events: the longest pause between two checks, in case an
+/// event was missed (events wake the watcher at once).
+const WATCH_EVENT_FALLBACK: Duration = Duration::from_millis(50);
 /// How long the watcher thread lingers once no poll waits.
 const WATCH_LINGER: Duration = Duration::from_secs(1);
 
@@ -122,6 +131,38 @@ impl DirWake {
         Waiting(self.clone())
     }
 
+    /// Reports writes to the database file or its WAL on `written`, or
+    /// `None` when the file system cannot report them (the watcher then
+    /// checks on a short timer).
+    fn watch_files(&self, written: std::sync::mpsc::Sender<()>) -> Option<RecommendedWatcher> {
+        let dir = self.db.parent()?;
+        let db_name = self.db.file_name()?.to_owned();
+        let mut wal_name = db_name.clone();
+        wal_name.push("-wal");
+        let handler = move |event: notify::Result<notify::Event>| {
+            let ours = event.is_ok_and(|event| {
+                event.paths.iter().any(|path| {
+                    path.file_name()
+                        .is_some_and(|name| name == db_name || name == wal_name)
+                })
+            });
+            if ours {
+                let _ = written.send(());
+            }
+        };
+        let watched = notify::recommended_watcher(handler).and_then(|mut watcher| {
+            watcher.watch(dir, RecursiveMode::NonRecursive)?;
+            Ok(watcher)
+        });
+        match watched {
+            Ok(watcher) => Some(watcher),
+            Err(error) => {
+                tracing::debug!(%error, dir = %dir.display(), "no file events for the embedded log; checking for other processes' commits on a timer");
+                None
+            }
+        }
+    }
+
     /// The watcher thread: reports other connections' commits while polls wait.
     fn watch(self: Arc<Self>) {
         let conn = connect(&self.db, Durability::Leases, false);
@@ -136,6 +177,9 @@ impl DirWake {
         let version = |conn: &rusqlite::Connection| {
             conn.pragma_query_value(None, "data_version", |row| row.get::<_, i64>(0))
         };
+        // Watch before reading `seen`, so no write goes unreported.
+        let (written, events) = std::sync::mpsc::channel();
+        let files = self.watch_files(written);
         let mut seen = version(&conn).ok();
         // Polls that armed their wake-up before `seen` was read may have
         // missed a commit made just before: let them read again.
@@ -152,7 +196,13 @@ impl DirWake {
                     return;
                 }
             }
-            std::thread::sleep(interval);
+            if files.is_some() {
+                // Any number of writes reported by now take one check.
+                let _ = events.recv_timeout(WATCH_EVENT_FALLBACK);
+                while events.try_recv().is_ok() {}
+            } else {
+                std::thread::sleep(interval);
+            }
             match version(&conn) {
                 Ok(now) if Some(now) != seen => {
                     seen = Some(now);
