@@ -58,7 +58,9 @@ pub use idempotency::{KeyClaim, KeyRetention, KeyScope, ProcessedKeys, StoreErro
 pub use ids::{
     conversation_for_key, new_channel_id, new_conversation_id, new_correlation_id, new_record_id,
 };
-pub use producer::{ChunkWriter, CommandRequest, Outgoing, ProduceError, Producer, ReplyTo, Sent};
+pub use producer::{
+    ChunkWriter, CommandRequest, Outgoing, PreparedBatch, ProduceError, Producer, ReplyTo, Sent,
+};
 pub use reassembly::{StreamAssembler, StreamCounters, StreamEnd, StreamEvent};
 pub use record::{content_type_of, envelope_of};
 pub use retry::RetryPolicy;

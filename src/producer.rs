@@ -5,7 +5,9 @@
 //! [`ProduceError::Invalid`] naming the field), mints a ULID record id,
 //! claim-checks a large body, stamps the wire headers and appends to the
 //! partition of the conversation. A batch for several partitions becomes one
-//! append per partition.
+//! append per partition. A batch can also be prepared apart from its append
+//! ([`Producer::prepare_commands`], then [`Producer::publish_prepared`]), so
+//! that the next batch is prepared while the log appends the current one.
 //!
 //! ```no_run
 //! # async fn demo(log: agdx::log::SharedLog) -> Result<(), Box<dyn std::error::Error>> {
@@ -379,13 +381,47 @@ impl Producer {
             .await
     }
 
-    /// Sends many commands, one append per partition.
+    /// Sends many commands, one append per partition: the same as
+    /// [`prepare_commands`](Self::prepare_commands) then
+    /// [`publish_prepared`](Self::publish_prepared).
     pub async fn commands(&self, requests: Vec<CommandRequest>) -> Result<Vec<Sent>, ProduceError> {
+        let batch = self.prepare_commands(requests).await?;
+        self.publish_prepared(batch).await
+    }
+
+    /// Does everything [`commands`](Self::commands) does except the append:
+    /// builds each command (ids minted, conversation chosen as
+    /// [`command`](Self::command) chooses it), checks the quarantine,
+    /// validates, claim-checks a large body, signs, encodes, stamps the
+    /// headers and picks the partition. Nothing is sent; every way a
+    /// command can be refused before the log shows here, and none is
+    /// prepared when one is refused.
+    ///
+    /// Preparing is CPU work (plus the blob writes of a claim check), so a
+    /// producer that sends batch after batch can prepare the next batch on
+    /// another task while the log appends the current one. The checks hold as of preparing: a target
+    /// quarantined afterwards still gets the batch.
+    ///
+    /// ```no_run
+    /// # async fn demo(producer: agdx::Producer) -> Result<(), agdx::ProduceError> {
+    /// use agdx::CommandRequest;
+    /// let requests = (0..100)
+    ///     .map(|i| CommandRequest::new("summarize", format!("incident {i}").into_bytes()))
+    ///     .collect();
+    /// let batch = producer.prepare_commands(requests).await?;
+    /// let sent = producer.publish_prepared(batch).await?;
+    /// assert_eq!(sent.len(), 100);
+    /// # Ok(()) }
+    /// ```
+    pub async fn prepare_commands(
+        &self,
+        requests: Vec<CommandRequest>,
+    ) -> Result<PreparedBatch, ProduceError> {
         let outgoing = requests
             .into_iter()
             .map(|r| self.build_command(r).0)
             .collect();
-        self.publish(&self.inner.topology.commands, outgoing).await
+        self.prepare(&self.inner.topology.commands, outgoing).await
     }
 
     /// Builds (without sending) the command envelope of `request`.
@@ -649,18 +685,49 @@ impl Producer {
     }
 
     /// Validates, claim-checks and appends `items` to `topic`, one append per
-    /// partition; nothing is sent when any item is invalid.
+    /// partition; nothing is sent when any item is invalid. The same as
+    /// [`prepare`](Self::prepare) then [`publish_prepared`](Self::publish_prepared).
     pub async fn publish(
         &self,
         topic: &TopicInfo,
         items: Vec<Outgoing>,
     ) -> Result<Vec<Sent>, ProduceError> {
+        let batch = self.prepare(topic, items).await?;
+        self.publish_prepared(batch).await
+    }
+
+    /// Does everything [`publish`](Self::publish) does except the append:
+    /// each item validated, claim-checked when large, signed, encoded, its
+    /// headers stamped and its partition of `topic` picked. None is
+    /// prepared when any is refused.
+    pub async fn prepare(
+        &self,
+        topic: &TopicInfo,
+        items: Vec<Outgoing>,
+    ) -> Result<PreparedBatch, ProduceError> {
         let mut prepared = Vec::with_capacity(items.len());
         for item in items {
-            prepared.push(self.prepare(topic, item).await?);
+            prepared.push(self.prepare_one(topic, item).await?);
         }
-        let sent = prepared.iter().map(|p| p.sent.clone()).collect();
-        self.append_prepared(topic, prepared).await?;
+        Ok(PreparedBatch::new(topic, prepared))
+    }
+
+    /// Appends a batch made by [`prepare_commands`](Self::prepare_commands)
+    /// or [`prepare`](Self::prepare), one append per partition, all in
+    /// flight at once, and returns what each record was, in the order
+    /// prepared. Nothing but the append happens here.
+    ///
+    /// Publish a batch through the producer that prepared it (or another on
+    /// the same log): the record size was checked against that log's
+    /// limit. To try again after a retryable error with the same record
+    /// ids, clone the batch before publishing it.
+    pub async fn publish_prepared(&self, batch: PreparedBatch) -> Result<Vec<Sent>, ProduceError> {
+        let PreparedBatch {
+            topic,
+            sent,
+            by_partition,
+        } = batch;
+        self.append_by_partition(&topic, by_partition).await?;
         Ok(sent)
     }
 
@@ -668,7 +735,7 @@ impl Producer {
     /// validated, its body claim-checked when large, headers stamped, and
     /// checked against the log's record limit. Every way one record can be
     /// refused shows here, before anything is appended.
-    pub(crate) async fn prepare(
+    pub(crate) async fn prepare_one(
         &self,
         topic: &TopicInfo,
         outgoing: Outgoing,
@@ -727,17 +794,24 @@ impl Producer {
     }
 
     /// Appends prepared records to `topic`, one append per partition, all in
-    /// flight at once (the embedded log commits them together; Iggy takes
-    /// them on one connection).
+    /// flight at once.
     pub(crate) async fn append_prepared(
         &self,
         topic: &TopicInfo,
         prepared: Vec<Prepared>,
     ) -> Result<(), LogError> {
-        let mut by_partition: BTreeMap<u32, Vec<OutgoingRecord>> = BTreeMap::new();
-        for Prepared { sent, record } in prepared {
-            by_partition.entry(sent.partition).or_default().push(record);
-        }
+        let batch = PreparedBatch::new(topic, prepared);
+        self.append_by_partition(&batch.topic, batch.by_partition)
+            .await
+    }
+
+    /// One append per partition, all in flight at once (the embedded log
+    /// commits them together; Iggy takes them on one connection).
+    async fn append_by_partition(
+        &self,
+        topic: &TopicInfo,
+        by_partition: BTreeMap<u32, Vec<OutgoingRecord>>,
+    ) -> Result<(), LogError> {
         let appends = by_partition.into_iter().map(|(partition, records)| {
             let span = tracing::debug_span!("append", topic = %topic.topic, partition, records = records.len());
             self.inner.log.append(topic, partition, records).instrument(span)
@@ -754,6 +828,56 @@ pub(crate) struct Prepared {
     pub sent: Sent,
     /// Headers and payload.
     pub record: OutgoingRecord,
+}
+
+/// Records ready to append to one topic, already grouped by partition, and
+/// what each one is: made by [`Producer::prepare_commands`] or
+/// [`Producer::prepare`], appended by [`Producer::publish_prepared`].
+///
+/// It holds everything the append needs (the topic, each record's
+/// partition, headers and payload) and what the publish reports (each
+/// record's [`Sent`]), so it can wait, move to another task, or be cloned
+/// to be published again with the same record ids.
+#[derive(Debug, Clone)]
+pub struct PreparedBatch {
+    topic: TopicInfo,
+    sent: Vec<Sent>,
+    by_partition: BTreeMap<u32, Vec<OutgoingRecord>>,
+}
+
+impl PreparedBatch {
+    fn new(topic: &TopicInfo, prepared: Vec<Prepared>) -> Self {
+        let mut sent = Vec::with_capacity(prepared.len());
+        let mut by_partition: BTreeMap<u32, Vec<OutgoingRecord>> = BTreeMap::new();
+        for Prepared { sent: one, record } in prepared {
+            by_partition.entry(one.partition).or_default().push(record);
+            sent.push(one);
+        }
+        Self {
+            topic: topic.clone(),
+            sent,
+            by_partition,
+        }
+    }
+
+    /// The topic it goes to.
+    pub fn topic(&self) -> &TopicInfo {
+        &self.topic
+    }
+
+    /// What each record is and where it goes, in the order prepared: what
+    /// [`Producer::publish_prepared`] returns.
+    pub fn sent(&self) -> &[Sent] {
+        &self.sent
+    }
+
+    /// The records, by partition in ascending order, each partition's in
+    /// the order prepared: exactly what will be appended.
+    pub fn records(&self) -> impl Iterator<Item = (u32, &[OutgoingRecord])> {
+        self.by_partition
+            .iter()
+            .map(|(&partition, records)| (partition, records.as_slice()))
+    }
 }
 
 /// Writes one chunk stream: an opening chunk naming the purpose, middle

@@ -1,24 +1,38 @@
 //! The pipeline bench: commands produced up front, then drained by a worker
 //! pool that commits each only after its reply is on the log.
 //!
-//! With a [`PlainIggyTarget`], the plain `iggy` client also publishes the
-//! same number of commands, on a connection of its own, into a topic of its own
-//! of the bench stream: the same envelope bytes and typed headers (built
-//! beforehand, untimed, the way the producer builds them), in the same
+//! Producing runs two passes side by side, batch by batch, each pass
+//! `commands` commands long in the same batches (the command requests
+//! themselves are made beforehand, untimed):
+//!
+//! - in turn: each batch prepared ([`Producer::prepare_commands`]: build,
+//!   validate, encode, headers, partition), then appended
+//!   ([`Producer::publish_prepared`]), the two phases timed apart;
+//! - overlapped: the next batch is prepared on a task of its own while the
+//!   current one is appended, timed as a whole (a batch's turn ends when its
+//!   append and the next batch's preparing are both done, so no preparing
+//!   hides in other turns).
+//!
+//! With a [`PlainIggyTarget`], the plain `iggy` client publishes the same
+//! number of commands alongside each pass, on a connection of its own, into
+//! a topic of its own of the bench stream: records the producer prepared
+//! beforehand (the same envelope bytes and typed headers), in the same
 //! batches, each batch split by partition into one request per partition,
-//! sent concurrently. What is timed is AGDX building, checking and appending
-//! its commands against the plain client only sending finished records. The
-//! two take turns batch by batch, who goes first alternating, so both meet
-//! the same server state and the same load from elsewhere. In the log's
-//! durability mode `fsync` the plain client flushes each partition it sent
-//! to with fsync, as our appends do; with `server` neither flushes.
+//! sent concurrently. The plain client only sends finished records, so its
+//! like-for-like counterpart is our append; against the overlapped pass it
+//! shows what preparing still costs end to end. Each round has four turns,
+//! ours and the plain client's in each pass, their order reversed every
+//! round, so all meet the same server state and the same load from
+//! elsewhere. In the log's durability mode `fsync` the plain client flushes
+//! each partition it sent to with fsync, as our appends do; with `server`
+//! neither flushes.
 
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use agdx_wire::{AgentId, record_headers};
+use agdx_wire::AgentId;
 use bytes::Bytes;
 use iggy::prelude::IggyMessage;
 use tokio_util::sync::CancellationToken;
@@ -28,18 +42,19 @@ use super::log::durability_note;
 use super::plain::{PlainClient, PlainIggyTarget, typed_headers};
 use crate::log::iggy::Durability;
 use crate::log::{SharedLog, TopicInfo};
-use crate::producer::{CommandRequest, Producer};
+use crate::producer::{CommandRequest, PreparedBatch, Producer};
 use crate::topology::TopologyConfig;
 use crate::worker::{EchoHandler, Worker, WorkerConfig};
 
 /// What to run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PipelineBenchOptions {
-    /// Commands produced and then handled.
+    /// Commands produced in each of the two publish passes; the worker pool
+    /// then handles both passes' commands.
     pub commands: u64,
     /// Body bytes per command.
     pub size: usize,
-    /// Commands per publish call while producing.
+    /// Commands per batch while producing.
     pub batch: usize,
     /// Partitions of the bench topics (and partitions handled at once).
     pub partitions: u32,
@@ -56,38 +71,105 @@ impl Default for PipelineBenchOptions {
     }
 }
 
-/// Publish and drain figures.
+/// Publish figures per phase, and the drain.
 #[derive(Debug, Clone)]
 pub struct PipelineBenchReport {
     /// The log, as [`crate::log::Log::describe`] puts it.
     pub log: String,
     /// The options it ran with.
     pub options: PipelineBenchOptions,
-    /// Time to publish every command.
+    /// Time spent preparing the batches of the in-turn pass.
+    pub prepare: Duration,
+    /// Time spent appending the prepared batches of the in-turn pass.
+    pub append: Duration,
+    /// Time the plain `iggy` client took to send the same number of records
+    /// alongside the in-turn pass, when it ran.
+    pub plain_append: Option<Duration>,
+    /// Time to publish every command of the overlapped pass, preparing the
+    /// next batch while the current one is appended.
     pub publish: Duration,
-    /// Time the plain `iggy` client took to send the same records, when it ran.
+    /// Time the plain `iggy` client took to send the same number of records
+    /// alongside the overlapped pass, when it ran.
     pub plain_publish: Option<Duration>,
-    /// Time from starting the worker pool until every command was committed.
+    /// Time from starting the worker pool until the commands of both passes
+    /// were committed.
     pub drain: Duration,
     /// The durability both clients appended with, on Iggy.
     pub durability: Option<Durability>,
 }
 
+/// One phase's line of the report.
+fn line(
+    f: &mut fmt::Formatter<'_>,
+    name: &str,
+    rate: f64,
+    time: Duration,
+    what: &str,
+) -> fmt::Result {
+    writeln!(
+        f,
+        "  {name:<8} {rate:>10.0} commands/s ({:.2} s; {what})",
+        time.as_secs_f64()
+    )
+}
+
+/// `commands` over `elapsed`, per second.
+fn per_sec(commands: u64, elapsed: Duration) -> f64 {
+    commands as f64 / elapsed.as_secs_f64().max(f64::EPSILON)
+}
+
 impl PipelineBenchReport {
-    /// Commands published per second.
+    fn rate(&self, elapsed: Duration) -> f64 {
+        per_sec(self.options.commands, elapsed)
+    }
+    /// Commands prepared per second (no append).
+    pub fn prepare_per_sec(&self) -> f64 {
+        self.rate(self.prepare)
+    }
+    /// Prepared commands appended per second.
+    pub fn append_per_sec(&self) -> f64 {
+        self.rate(self.append)
+    }
+    /// Commands prepared and then appended per second, one phase after the
+    /// other.
+    pub fn in_turn_per_sec(&self) -> f64 {
+        self.rate(self.prepare + self.append)
+    }
+    /// Commands published per second with preparing overlapped.
     pub fn publish_per_sec(&self) -> f64 {
-        self.options.commands as f64 / self.publish.as_secs_f64().max(f64::EPSILON)
+        self.rate(self.publish)
     }
-    /// Commands handled, answered and committed per second.
+    /// Commands handled, answered and committed per second (both passes').
     pub fn drain_per_sec(&self) -> f64 {
-        self.options.commands as f64 / self.drain.as_secs_f64().max(f64::EPSILON)
+        per_sec(self.drained(), self.drain)
     }
-    /// The plain `iggy` client's records sent per second, when it ran.
+    /// Commands the worker pool drained: both passes'.
+    pub fn drained(&self) -> u64 {
+        self.options.commands * 2
+    }
+    /// The plain client's records sent per second alongside the in-turn
+    /// pass, when it ran.
+    pub fn plain_append_per_sec(&self) -> Option<f64> {
+        self.plain_append.map(|plain| self.rate(plain))
+    }
+    /// The plain client's records sent per second alongside the overlapped
+    /// pass, when it ran.
     pub fn plain_publish_per_sec(&self) -> Option<f64> {
-        self.plain_publish
-            .map(|plain| self.options.commands as f64 / plain.as_secs_f64().max(f64::EPSILON))
+        self.plain_publish.map(|plain| self.rate(plain))
     }
-    /// Our publish rate over the plain client's, when it ran.
+    /// Our append rate over the plain client's: like for like, both send
+    /// finished records.
+    pub fn append_ratio(&self) -> Option<f64> {
+        self.plain_append_per_sec()
+            .map(|plain| self.append_per_sec() / plain)
+    }
+    /// Our prepare-then-append rate over the plain client's (the same run):
+    /// what publishing costs when nothing overlaps.
+    pub fn in_turn_ratio(&self) -> Option<f64> {
+        self.plain_append_per_sec()
+            .map(|plain| self.in_turn_per_sec() / plain)
+    }
+    /// Our overlapped publish rate over the plain client's: end to end.
     pub fn publish_ratio(&self) -> Option<f64> {
         self.plain_publish_per_sec()
             .map(|plain| self.publish_per_sec() / plain)
@@ -99,7 +181,7 @@ impl fmt::Display for PipelineBenchReport {
         let o = &self.options;
         writeln!(
             f,
-            "pipeline bench on {}{}: {} commands of {} bytes, published in batches of {}, {} partitions, echo worker in-process",
+            "pipeline bench on {}{}: {} commands of {} bytes per publish pass, in batches of {}, {} partitions, echo worker in-process",
             self.log,
             durability_note(self.durability),
             o.commands,
@@ -107,35 +189,74 @@ impl fmt::Display for PipelineBenchReport {
             o.batch,
             o.partitions
         )?;
+        writeln!(f, " in turn: each batch prepared, then appended")?;
+        line(
+            f,
+            "prepare",
+            self.prepare_per_sec(),
+            self.prepare,
+            "build, validate, encode, headers, partition; ours alone",
+        )?;
+        line(
+            f,
+            "append",
+            self.append_per_sec(),
+            self.append,
+            "the prepared batches",
+        )?;
+        if let (Some(plain), Some(rate)) = (self.plain_append, self.plain_append_per_sec()) {
+            line(
+                f,
+                "plain",
+                rate,
+                plain,
+                "the plain iggy client sending the same records",
+            )?;
+        }
+        if let (Some(append), Some(in_turn)) = (self.append_ratio(), self.in_turn_ratio()) {
+            writeln!(f, "  append ratio ours/plain {append:.2} (like for like)")?;
+            writeln!(
+                f,
+                "  prepare+append ratio ours/plain {in_turn:.2} (nothing overlapped)"
+            )?;
+        }
         writeln!(
             f,
-            "  publish  {:>10.0} commands/s ({:.2} s)",
+            " overlapped: the next batch prepared while one is appended"
+        )?;
+        line(
+            f,
+            "publish",
             self.publish_per_sec(),
-            self.publish.as_secs_f64()
+            self.publish,
+            "end to end",
         )?;
         if let (Some(plain), Some(rate), Some(ratio)) = (
             self.plain_publish,
             self.plain_publish_per_sec(),
             self.publish_ratio(),
         ) {
-            writeln!(
+            line(
                 f,
-                "  plain    {rate:>10.0} commands/s ({:.2} s; the plain iggy client sending the same records)",
-                plain.as_secs_f64()
+                "plain",
+                rate,
+                plain,
+                "the plain iggy client sending the same records",
             )?;
-            writeln!(f, "  publish ratio ours/plain {ratio:.2}")?;
+            writeln!(f, "  publish ratio ours/plain {ratio:.2} (end to end)")?;
         }
         write!(
             f,
-            "  drain    {:>10.0} commands/s ({:.2} s; handle, reply, then commit)",
+            "  drain    {:>10.0} commands/s ({:.2} s; {} commands of both passes: handle, reply, then commit)",
             self.drain_per_sec(),
-            self.drain.as_secs_f64()
+            self.drain.as_secs_f64(),
+            self.drained()
         )
     }
 }
 
 /// Runs the pipeline bench in a new stream of `log`; with `plain`, the plain
-/// `iggy` client publishes the same commands on that server too.
+/// `iggy` client publishes the same number of commands on that server too.
 pub async fn run_pipeline_bench(
     log: SharedLog,
     plain: Option<PlainIggyTarget>,
@@ -156,56 +277,96 @@ pub async fn run_pipeline_bench(
         .await?;
     let producer = Producer::new(log.clone(), topology.clone(), agent("bench-producer"));
     let body = vec![b'x'; options.size];
-    let request = || CommandRequest::new("echo", body.clone()).to(agent("bench-echo"));
     let batch = options.batch as u64;
     let sizes: Vec<u64> = (0..options.commands.div_ceil(batch))
         .map(|i| batch.min(options.commands - i * batch))
         .collect();
+    let requests = || -> Vec<Vec<CommandRequest>> {
+        sizes
+            .iter()
+            .map(|&n| {
+                (0..n)
+                    .map(|_| CommandRequest::new("echo", body.clone()).to(agent("bench-echo")))
+                    .collect()
+            })
+            .collect()
+    };
 
     let durability = plain.as_ref().map(PlainIggyTarget::durability);
     let mut plain = match plain {
         Some(target) => {
-            let plain_topic = log
+            let topic = log
                 .ensure_topic(&topology.commands.stream, PLAIN_TOPIC, options.partitions)
                 .await?;
-            let batches = sizes
-                .iter()
-                .map(|&n| plain_batch(&producer, &plain_topic, (0..n).map(|_| request())))
-                .collect::<Result<Vec<_>, _>>()?;
+            let mut passes = [Vec::new(), Vec::new()];
+            for batches in &mut passes {
+                for requests in requests() {
+                    batches.push(plain_batch(&producer.prepare_commands(requests).await?)?);
+                }
+            }
+            let [in_turn, overlapped] = passes;
             let client = PlainClient::connect(&target).await?;
             Some(PlainSide {
                 client,
-                topic: plain_topic,
-                batches,
-                elapsed: Duration::ZERO,
+                topic,
+                in_turn,
+                overlapped,
             })
         }
         None => None,
     };
 
-    let mut publish = Duration::ZERO;
-    for (round, &n) in sizes.iter().enumerate() {
-        let plain_first = round % 2 == 1;
-        if let Some(plain) = plain.as_mut().filter(|_| plain_first) {
-            plain.send(round).await?;
+    // The passes run side by side, batch by batch, so both meet the same
+    // log state (a log that grows pays for it on its first records); the
+    // order of the four turns reverses every round.
+    let mut ours = Ours {
+        producer,
+        in_turn: requests().into_iter(),
+        overlapped: requests().into_iter(),
+        ready: None,
+        prepare: Duration::ZERO,
+        append: Duration::ZERO,
+        publish: Duration::ZERO,
+    };
+    let (mut plain_append, mut plain_publish) = (Duration::ZERO, Duration::ZERO);
+    for round in 0..sizes.len() {
+        let mut turns = [
+            Turn::Ours(Pass::InTurn),
+            Turn::Plain(Pass::InTurn),
+            Turn::Ours(Pass::Overlapped),
+            Turn::Plain(Pass::Overlapped),
+        ];
+        if round % 2 == 1 {
+            turns.reverse();
         }
-        let started = Instant::now();
-        producer
-            .commands((0..n).map(|_| request()).collect())
-            .await?;
-        publish += started.elapsed();
-        if let Some(plain) = plain.as_mut().filter(|_| !plain_first) {
-            plain.send(round).await?;
+        for turn in turns {
+            match turn {
+                Turn::Ours(Pass::InTurn) => ours.in_turn().await?,
+                Turn::Ours(Pass::Overlapped) => ours.overlapped().await?,
+                Turn::Plain(pass @ Pass::InTurn) => {
+                    plain_append += plain_turn(&mut plain, pass, round).await?;
+                }
+                Turn::Plain(pass @ Pass::Overlapped) => {
+                    plain_publish += plain_turn(&mut plain, pass, round).await?;
+                }
+            }
         }
     }
-    let plain_publish = match plain {
+    let (plain_append, plain_publish) = match plain {
         Some(plain) => {
             plain.client.close().await;
-            Some(plain.elapsed)
+            (Some(plain_append), Some(plain_publish))
         }
-        None => None,
+        None => (None, None),
     };
+    let Ours {
+        prepare,
+        append,
+        publish,
+        ..
+    } = ours;
 
+    let drained = options.commands * 2;
     let worker_producer = Producer::new(log.clone(), topology, agent("bench-echo"));
     let config = WorkerConfig {
         concurrency: options.partitions as usize,
@@ -216,7 +377,7 @@ pub async fn run_pipeline_bench(
     let shutdown = CancellationToken::new();
     let started = Instant::now();
     let worker_task = tokio::spawn(worker.run(shutdown.clone()));
-    while stats.committed_records.load(Ordering::Relaxed) < options.commands {
+    while stats.committed_records.load(Ordering::Relaxed) < drained {
         if worker_task.is_finished() {
             break;
         }
@@ -230,6 +391,9 @@ pub async fn run_pipeline_bench(
     Ok(PipelineBenchReport {
         log: log.describe(),
         options,
+        prepare,
+        append,
+        plain_append,
         publish,
         plain_publish,
         drain,
@@ -240,56 +404,141 @@ pub async fn run_pipeline_bench(
 /// The topic of the bench stream the plain client publishes into.
 const PLAIN_TOPIC: &str = "bench.plain";
 
-/// One batch of commands as the plain client sends it: the envelopes and
-/// headers the producer would build, as `iggy` messages with typed headers,
-/// grouped by partition as [`Producer::publish`] groups them.
-fn plain_batch(
-    producer: &Producer,
-    topic: &TopicInfo,
-    requests: impl Iterator<Item = CommandRequest>,
-) -> Result<BTreeMap<u32, Vec<IggyMessage>>, BenchError> {
+/// One batch as the plain client sends it: `iggy` messages with typed
+/// headers, grouped by partition as [`Producer::publish_prepared`] groups
+/// them.
+type PlainBatch = BTreeMap<u32, Vec<IggyMessage>>;
+
+/// The records of `prepared` as the plain client sends them. The plain
+/// topic has as many partitions as the commands topic, so each record keeps
+/// its partition.
+fn plain_batch(prepared: &PreparedBatch) -> Result<PlainBatch, BenchError> {
     let invalid = |e: iggy::prelude::IggyError| {
         BenchError::Options(format!("the plain iggy client rejects a bench record: {e}"))
     };
-    let mut by_partition: BTreeMap<u32, Vec<IggyMessage>> = BTreeMap::new();
-    for request in requests {
-        let (outgoing, _) = producer.build_command(request);
-        let envelope = &outgoing.envelope;
-        let headers = record_headers(envelope, outgoing.content_type);
-        let message = IggyMessage::builder()
-            .payload(Bytes::from(envelope.encode()))
-            .user_headers(typed_headers(&headers).map_err(invalid)?)
-            .build()
-            .map_err(invalid)?;
-        by_partition
-            .entry(Producer::partition_of(topic, envelope.conversation))
-            .or_default()
-            .push(message);
-    }
-    Ok(by_partition)
+    prepared
+        .records()
+        .map(|(partition, records)| {
+            let messages = records
+                .iter()
+                .map(|record| {
+                    IggyMessage::builder()
+                        .payload(Bytes::from(record.payload.clone()))
+                        .user_headers(typed_headers(&record.headers).map_err(invalid)?)
+                        .build()
+                        .map_err(invalid)
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok((partition, messages))
+        })
+        .collect()
 }
 
-/// The plain client with its records, batch by batch, and the time spent sending.
+/// Our side of the two publish passes: the requests of each, batch by
+/// batch, and the time spent.
+struct Ours {
+    producer: Producer,
+    in_turn: std::vec::IntoIter<Vec<CommandRequest>>,
+    overlapped: std::vec::IntoIter<Vec<CommandRequest>>,
+    /// The overlapped pass's next batch, prepared during the last turn.
+    ready: Option<PreparedBatch>,
+    prepare: Duration,
+    append: Duration,
+    publish: Duration,
+}
+
+impl Ours {
+    /// The in-turn pass's next batch: prepared, then appended, the two
+    /// phases timed apart.
+    async fn in_turn(&mut self) -> Result<(), BenchError> {
+        let Some(requests) = self.in_turn.next() else {
+            return Ok(());
+        };
+        let started = Instant::now();
+        let prepared = self.producer.prepare_commands(requests).await?;
+        let prepared_at = Instant::now();
+        self.producer.publish_prepared(prepared).await?;
+        self.prepare += prepared_at - started;
+        self.append += prepared_at.elapsed();
+        Ok(())
+    }
+
+    /// The overlapped pass's next batch: appended while the batch after it
+    /// is prepared on a task of its own. The turn lasts until both are
+    /// done, so no preparing runs during the plain client's turns.
+    async fn overlapped(&mut self) -> Result<(), BenchError> {
+        let started = Instant::now();
+        let current = match self.ready.take() {
+            Some(batch) => batch,
+            // The first batch has nothing to overlap with.
+            None => match self.overlapped.next() {
+                Some(requests) => self.producer.prepare_commands(requests).await?,
+                None => return Ok(()),
+            },
+        };
+        let next = self.overlapped.next().map(|requests| {
+            let producer = self.producer.clone();
+            tokio::spawn(async move { producer.prepare_commands(requests).await })
+        });
+        self.producer.publish_prepared(current).await?;
+        if let Some(next) = next {
+            let prepared = next
+                .await
+                .map_err(|e| BenchError::Options(format!("preparing a batch: {e}")))??;
+            self.ready = Some(prepared);
+        }
+        self.publish += started.elapsed();
+        Ok(())
+    }
+}
+
+/// A publish pass: prepare then append, or the two overlapped.
+#[derive(Debug, Clone, Copy)]
+enum Pass {
+    InTurn,
+    Overlapped,
+}
+
+/// Whose turn it is, in which pass.
+#[derive(Debug, Clone, Copy)]
+enum Turn {
+    Ours(Pass),
+    Plain(Pass),
+}
+
+/// The plain client with its records, pass by pass and batch by batch.
 struct PlainSide {
     client: PlainClient,
     topic: TopicInfo,
-    batches: Vec<BTreeMap<u32, Vec<IggyMessage>>>,
-    elapsed: Duration,
+    in_turn: Vec<PlainBatch>,
+    overlapped: Vec<PlainBatch>,
 }
 
-impl PlainSide {
-    /// Sends batch `round`, one request per partition, all in flight at
-    /// once as the producer sends them.
-    async fn send(&mut self, round: usize) -> Result<(), BenchError> {
-        let (client, topic) = (&self.client, &self.topic);
-        let started = Instant::now();
-        let sends = self.batches[round]
-            .iter_mut()
-            .map(|(&partition, messages)| client.send(topic, partition, messages));
-        futures_util::future::try_join_all(sends).await?;
-        self.elapsed += started.elapsed();
-        Ok(())
-    }
+/// The plain client's turn: sends batch `round` of `pass`, one request per
+/// partition, all in flight at once as the producer sends them, and returns
+/// the time it took (zero without a plain client).
+async fn plain_turn(
+    plain: &mut Option<PlainSide>,
+    pass: Pass,
+    round: usize,
+) -> Result<Duration, BenchError> {
+    let Some(plain) = plain else {
+        return Ok(Duration::ZERO);
+    };
+    let batches = match pass {
+        Pass::InTurn => &mut plain.in_turn,
+        Pass::Overlapped => &mut plain.overlapped,
+    };
+    let Some(batch) = batches.get_mut(round) else {
+        return Ok(Duration::ZERO);
+    };
+    let (client, topic) = (&plain.client, &plain.topic);
+    let started = Instant::now();
+    let sends = batch
+        .iter_mut()
+        .map(|(&partition, messages)| client.send(topic, partition, messages));
+    futures_util::future::try_join_all(sends).await?;
+    Ok(started.elapsed())
 }
 
 fn agent(name: &str) -> AgentId {
@@ -301,24 +550,42 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_report_gives_the_publish_ratio_when_the_plain_client_ran() {
+    fn the_report_gives_a_ratio_per_phase_when_the_plain_client_ran() {
         let mut report = PipelineBenchReport {
             log: "iggy://127.0.0.1:8090".into(),
             options: PipelineBenchOptions {
                 commands: 1000,
                 ..PipelineBenchOptions::default()
             },
-            publish: Duration::from_secs(2),
+            prepare: Duration::from_millis(500),
+            append: Duration::from_millis(1500),
+            plain_append: Some(Duration::from_secs(1)),
+            publish: Duration::from_millis(1250),
             plain_publish: Some(Duration::from_secs(1)),
             drain: Duration::from_secs(4),
             durability: Some(Durability::Server),
         };
-        assert_eq!(report.publish_ratio(), Some(0.5));
+        assert_eq!(report.prepare_per_sec(), 2000.0);
+        assert_eq!(report.append_ratio(), Some(1000.0 / 1500.0));
+        assert_eq!(report.in_turn_ratio(), Some(0.5));
+        assert_eq!(report.publish_ratio(), Some(0.8));
+        assert_eq!(report.drain_per_sec(), 500.0);
         let text = report.to_string();
-        assert!(text.contains("publish ratio ours/plain 0.50"), "{text}");
-        assert!(text.contains("durability=server"), "{text}");
+        for line in [
+            "append ratio ours/plain 0.67",
+            "prepare+append ratio ours/plain 0.50",
+            "publish ratio ours/plain 0.80",
+            "prepare        2000 commands/s",
+            "2000 commands of both passes",
+            "durability=server",
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
+        report.plain_append = None;
         report.plain_publish = None;
+        assert_eq!(report.append_ratio(), None);
         assert_eq!(report.publish_ratio(), None);
-        assert!(!report.to_string().contains("plain"));
+        let text = report.to_string();
+        assert!(!text.contains("plain") && !text.contains("ratio"), "{text}");
     }
 }

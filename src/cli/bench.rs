@@ -33,9 +33,12 @@ pub enum BenchCommand {
     #[command(name = "ax-ipc")]
     AxIpc(AxIpcArgs),
     /// Commands produced up front, then drained by a worker pool that
-    /// commits after each reply: commands/s for both phases. On Iggy, the
-    /// plain iggy client also publishes the same records, with the ratio
-    /// ours/plain, once per durability mode (fsync, then server).
+    /// commits after each reply. Producing runs twice, batch by batch side
+    /// by side: each batch prepared then appended (commands/s of each
+    /// phase), and the next batch prepared while one is appended (end to
+    /// end). On Iggy, the plain iggy client sends the same records alongside
+    /// each, with the ratios ours/plain (append: like for like; publish:
+    /// end to end), once per durability mode (fsync, then server).
     Pipeline(PipelineArgs),
     /// What the AXON bridge adds to a round trip: AXON requests through an
     /// in-process bridge to an echo worker, taking turns with direct asks
@@ -122,13 +125,14 @@ pub struct AxIpcArgs {
 
 #[derive(Debug, Args)]
 pub struct PipelineArgs {
-    /// Commands produced, then handled.
+    /// Commands produced in each of the two publish passes; then all are
+    /// handled.
     #[arg(long, default_value_t = 20_000)]
     pub commands: u64,
     /// Body bytes per command.
     #[arg(long, value_name = "BYTES", default_value_t = 64)]
     pub size: usize,
-    /// Commands per publish call while producing.
+    /// Commands per batch while producing.
     #[arg(long, default_value_t = 500)]
     pub batch: usize,
     /// Partitions of the bench topics (also how many are handled at once).

@@ -206,7 +206,7 @@ async fn prepare(ctx: &PartitionContext, outcome: &Outcome) -> Result<Ready, Pro
     let responses = &producer.topology().responses;
     let mut replies = Vec::with_capacity(outcome.replies.len());
     for reply in &outcome.replies {
-        replies.push(producer.prepare(responses, reply.clone()).await?);
+        replies.push(producer.prepare_one(responses, reply.clone()).await?);
     }
     let dead_letter = match &outcome.dead_letter {
         Some(capsule) => Some(dead_letter_ready(ctx, capsule.clone()).await),
