@@ -8,6 +8,12 @@ use tracing_subscriber::{EnvFilter, reload};
 
 mod cli;
 
+// The fabric allocates and frees many small buffers per record (envelopes,
+// headers, batches); glibc's allocator spent a third of a publishing
+// process's time on them, mimalloc a fraction of that.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let directives = std::env::var("AGDX_LOG_LEVEL")
         .ok()
