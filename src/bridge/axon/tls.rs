@@ -257,9 +257,7 @@ impl ServerCertVerifier for PinnedServers {
         _cert: &CertificateDer<'_>,
         _dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        Err(rustls::Error::PeerIncompatible(
-            rustls::PeerIncompatible::Tls13RequiredForQuic,
-        ))
+        tls12_refused()
     }
 
     fn verify_tls13_signature(
@@ -268,17 +266,34 @@ impl ServerCertVerifier for PinnedServers {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
+        verify_tls13(&self.provider, message, cert, dss)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         vec![SignatureScheme::ED25519]
     }
+}
+
+/// QUIC runs TLS 1.3 only: a TLS 1.2 handshake signature is never accepted.
+fn tls12_refused() -> Result<HandshakeSignatureValid, rustls::Error> {
+    Err(rustls::Error::PeerIncompatible(
+        rustls::PeerIncompatible::Tls13RequiredForQuic,
+    ))
+}
+
+/// Checks a TLS 1.3 handshake signature with `provider`'s algorithms.
+fn verify_tls13(
+    provider: &CryptoProvider,
+    message: &[u8],
+    cert: &CertificateDer<'_>,
+    dss: &DigitallySignedStruct,
+) -> Result<HandshakeSignatureValid, rustls::Error> {
+    rustls::crypto::verify_tls13_signature(
+        message,
+        cert,
+        dss,
+        &provider.signature_verification_algorithms,
+    )
 }
 
 #[derive(Debug)]
@@ -312,9 +327,7 @@ impl ClientCertVerifier for PinnedClients {
         _cert: &CertificateDer<'_>,
         _dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        Err(rustls::Error::PeerIncompatible(
-            rustls::PeerIncompatible::Tls13RequiredForQuic,
-        ))
+        tls12_refused()
     }
 
     fn verify_tls13_signature(
@@ -323,12 +336,7 @@ impl ClientCertVerifier for PinnedClients {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
+        verify_tls13(&self.provider, message, cert, dss)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {

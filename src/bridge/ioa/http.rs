@@ -426,15 +426,8 @@ async fn read_messages(
     let changed = bridge.inner.shared.changed.subscribe();
     let feed = bridge.inner.shared.read(|v| {
         let (found, mode, after) = read_mode(v, &space, caller.as_deref(), &options)?;
-        let next = match last_event_id(&headers) {
-            Some(last) => resume_in(v, found.id, &space, last)?,
-            None => after.map_or(found.messages.len(), |a| a + 1),
-        };
-        Ok::<_, IoaError>(Feed::Space {
-            space: found.id,
-            mode,
-            next,
-        })
+        let fresh = after.map_or(found.messages.len(), |a| a + 1);
+        space_feed(v, found.id, &space, &headers, mode, fresh)
     })?;
     Ok(events(bridge, feed, changed))
 }
@@ -449,15 +442,14 @@ async fn space_events(
         let found = v
             .space(&space)
             .ok_or_else(|| IoaError::NotFound(format!("Space '{space}' not found")))?;
-        let next = match last_event_id(&headers) {
-            Some(last) => resume_in(v, found.id, &space, last)?,
-            None => found.messages.len(),
-        };
-        Ok::<_, IoaError>(Feed::Space {
-            space: found.id,
-            mode: Mode::All,
-            next,
-        })
+        space_feed(
+            v,
+            found.id,
+            &space,
+            &headers,
+            Mode::All,
+            found.messages.len(),
+        )
     })?;
     Ok(events(bridge, feed, changed))
 }
@@ -474,15 +466,7 @@ async fn message_events(
     };
     let feed = bridge.inner.shared.read(|v| {
         let (found, mode, _) = read_mode(v, &space, None, &options)?;
-        let next = match last_event_id(&headers) {
-            Some(last) => resume_in(v, found.id, &space, last)?,
-            None => found.messages.len(),
-        };
-        Ok::<_, IoaError>(Feed::Space {
-            space: found.id,
-            mode,
-            next,
-        })
+        space_feed(v, found.id, &space, &headers, mode, found.messages.len())
     })?;
     Ok(events(bridge, feed, changed))
 }
@@ -514,6 +498,23 @@ fn last_event_id(headers: &HeaderMap) -> Option<&str> {
 }
 
 /// Where a stream of `space` resumes after the message `last`.
+/// A feed of space `space` read in `mode`: after `Last-Event-ID` when the
+/// client reconnects with one, else from index `fresh`.
+fn space_feed(
+    v: &View,
+    space: ConversationId,
+    space_id: &str,
+    headers: &HeaderMap,
+    mode: Mode,
+    fresh: usize,
+) -> Answer<Feed> {
+    let next = match last_event_id(headers) {
+        Some(last) => resume_in(v, space, space_id, last)?,
+        None => fresh,
+    };
+    Ok(Feed::Space { space, mode, next })
+}
+
 fn resume_in(v: &View, space: ConversationId, space_id: &str, last: &str) -> Answer<usize> {
     v.space_of(&space)
         .and_then(|s| v.index_in(s, last))
