@@ -37,7 +37,7 @@ use crate::claim_check::{ClaimCheck, ClaimCheckError};
 use crate::ids::{
     conversation_for_key, new_channel_id, new_conversation_id, new_correlation_id, new_record_id,
 };
-use crate::log::{LogError, OutgoingRecord, SharedLog, TopicInfo, partition_for_key};
+use crate::log::{Append, LogError, OutgoingRecord, SharedLog, TopicInfo, partition_for_key};
 use crate::topology::Topology;
 use crate::trust::{META_REASON, QuarantineWatch, Quarantined, Signer};
 
@@ -793,18 +793,6 @@ impl Producer {
         })
     }
 
-    /// Appends prepared records to `topic`, one append per partition, all in
-    /// flight at once.
-    pub(crate) async fn append_prepared(
-        &self,
-        topic: &TopicInfo,
-        prepared: Vec<Prepared>,
-    ) -> Result<(), LogError> {
-        let batch = PreparedBatch::new(topic, prepared);
-        self.append_by_partition(&batch.topic, batch.by_partition)
-            .await
-    }
-
     /// One append per partition, all in flight at once (the embedded log
     /// commits them together; Iggy takes them on one connection).
     async fn append_by_partition(
@@ -819,6 +807,19 @@ impl Producer {
         futures_util::future::try_join_all(appends).await?;
         Ok(())
     }
+}
+
+/// Prepared records for `topic` as one batch per partition, in order.
+pub(crate) fn appends(topic: &TopicInfo, prepared: Vec<Prepared>) -> Vec<Append> {
+    PreparedBatch::new(topic, prepared)
+        .by_partition
+        .into_iter()
+        .map(|(partition, records)| Append {
+            topic: topic.clone(),
+            partition,
+            records,
+        })
+        .collect()
 }
 
 /// A record ready to append, and what it carries.

@@ -4,7 +4,7 @@
 //! `concurrency` askers share `requests` asks per round; each ask starts a
 //! new conversation (so the work spreads over the partitions), publishes a
 //! command, and waits for the echo worker's response, which the worker
-//! publishes before it commits.
+//! publishes and commits in one call (one write on the embedded log).
 //!
 //! With a [`PlainIggyTarget`], each round also runs the plain client's
 //! ping-pong: `concurrency` pairs, each a pinger that sends one message and
@@ -16,8 +16,8 @@
 //! first alternating); the report gives the median over the rounds of each
 //! round's percentiles, and the ratios ours/plain.
 //!
-//! With `breakdown`, asks one at a time while noting each append, poll and
-//! commit on the log (see [`super::timing`]) and prints the median time of
+//! With `breakdown`, asks one at a time while noting each append and poll
+//! on the log (see [`super::timing`]) and prints the median time of
 //! each leg of an ask. Then it measures the CPU the process uses while the
 //! worker and the requester sit idle, and while the requester waits for a
 //! reply that does not come (the worker stopped).
@@ -108,8 +108,6 @@ pub struct Breakdown {
     pub asks: usize,
     /// The legs in order, with their median time.
     pub legs: Vec<(&'static str, Duration)>,
-    /// The median commit (off the ask's path: after the reply is out).
-    pub commit: Option<Duration>,
 }
 
 /// Process CPU time over a quiet interval, as a share of one core.
@@ -233,14 +231,6 @@ impl fmt::Display for AskBenchReport {
             )?;
             for (leg, time) in &b.legs {
                 writeln!(f, "  {leg:<52} {:>8.3} ms", ms(*time))?;
-            }
-            if let Some(commit) = b.commit {
-                writeln!(
-                    f,
-                    "  {:<52} {:>8.3} ms",
-                    "(worker commit, after the reply, off the path)",
-                    ms(commit)
-                )?;
             }
         }
         if let Some(idle) = &self.idle {
@@ -488,11 +478,10 @@ async fn breakdown(
         "worker: decode, handle, build the reply",
         "reply sent -> asker has it (append, wake-up, poll, decode)",
         "  of which: the command append (requester)",
-        "  of which: the reply append (worker)",
+        "  of which: the reply append and the commit (worker, one call)",
     ];
     let asks = options.requests.min(200) as usize;
     let mut legs: Vec<Vec<Duration>> = vec![Vec::with_capacity(asks); LEGS.len()];
-    let mut commits = Vec::new();
     timed.start();
     for _ in 0..asks {
         timed.take();
@@ -538,17 +527,12 @@ async fn breakdown(
         for (leg, (from, to)) in legs.iter_mut().zip(spans) {
             leg.push(to.saturating_duration_since(from));
         }
-        commits.extend(notes.iter().filter_map(|n| match n {
-            Note::Commit { started, ended } => Some(*ended - *started),
-            _ => None,
-        }));
     }
     timed.stop();
     let measured = legs[0].len();
     Ok(Breakdown {
         asks: measured,
         legs: LEGS.into_iter().zip(legs.into_iter().map(median)).collect(),
-        commit: (!commits.is_empty()).then(|| median(commits)),
     })
 }
 

@@ -53,8 +53,8 @@ pub struct LogBenchOptions {
     pub batch: u32,
     /// Partitions of the bench topic; batches go to them in turn.
     pub partitions: u32,
-    /// Appends in flight at once, each a batch of its own to the next
-    /// partition (at most one per partition at a time).
+    /// Producers appending at once, each its next batch as soon as its
+    /// previous one returned, to different partitions.
     pub producers: u32,
     /// Whether each record carries the agent record headers.
     pub headers: bool,
@@ -419,7 +419,11 @@ pub async fn run_log_bench(
     })
 }
 
-/// Runs the workload with every side taking turns, request by request.
+/// Batches each of several producers appends per turn, one after another.
+const PRODUCER_RUN: usize = 64;
+
+/// Runs the workload with every side taking turns: request by request with
+/// one producer, [`PRODUCER_RUN`] batches per producer with several.
 async fn measure(
     sides: &[Side<'_>],
     topic: &TopicInfo,
@@ -428,29 +432,31 @@ async fn measure(
     let mut figures = vec![BenchFigures::default(); sides.len()];
     let turn = |round: usize| (0..sides.len()).map(move |k| (round + k) % sides.len());
 
-    // Each round, every producer appends a batch of its own at once.
+    // Batch k goes to partition k mod `partitions`. One producer appends a
+    // batch per turn; N producers share PRODUCER_RUN batches each per turn,
+    // producer p appending batches p, p + N, ... of the turn in sequence,
+    // each as soon as its previous one returned.
     let counts: Vec<u32> = batches(opts).collect();
-    let mut next_partition = 0u32;
-    for (round, group) in counts.chunks(opts.producers as usize).enumerate() {
-        let partitions: Vec<u32> = group
-            .iter()
-            .map(|_| {
-                let partition = next_partition;
-                next_partition = (next_partition + 1) % opts.partitions;
-                partition
-            })
-            .collect();
+    let producers = opts.producers as usize;
+    let per_turn = if producers == 1 {
+        1
+    } else {
+        producers * PRODUCER_RUN
+    };
+    for (round, turn_counts) in counts.chunks(per_turn).enumerate() {
+        let first_batch = round * per_turn;
         for s in turn(round) {
             let started = Instant::now();
-            let appends = group
-                .iter()
-                .zip(&partitions)
-                .map(|(&count, &partition)| async move {
+            let appends = (0..producers).map(|p| async move {
+                for (k, &count) in turn_counts.iter().enumerate().skip(p).step_by(producers) {
+                    let partition = ((first_batch + k) % opts.partitions as usize) as u32;
                     let batch = sides[s].batch(count)?;
-                    sides[s].append(topic, partition, batch).await
-                });
+                    sides[s].append(topic, partition, batch).await?;
+                }
+                Ok::<_, LogError>(())
+            });
             futures_util::future::try_join_all(appends).await?;
-            let records = group.iter().map(|&c| u64::from(c)).sum();
+            let records = turn_counts.iter().map(|&c| u64::from(c)).sum();
             figures[s].append.add(records, opts.size, started.elapsed());
         }
     }

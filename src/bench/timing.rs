@@ -1,4 +1,4 @@
-//! A log that notes when appends, polls and commits happen: the ask bench
+//! A log that notes when appends and polls happen: the ask bench
 //! reads an ask's path off these notes (where its time goes) and takes the
 //! exact records an ask wrote for the plain client to send the same bytes.
 //!
@@ -11,7 +11,10 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 
-use crate::log::{GroupMember, Log, LogError, LogRecord, OutgoingRecord, SharedLog, TopicInfo};
+use crate::log::{
+    Append, GroupMember, Log, LogError, LogRecord, OffsetCommit, OutgoingRecord, SharedLog,
+    TopicInfo,
+};
 
 /// One call the timed log saw end.
 #[derive(Debug, Clone)]
@@ -29,8 +32,6 @@ pub(crate) enum Note {
         ended: Instant,
         count: usize,
     },
-    /// A commit, from call to answer.
-    Commit { started: Instant, ended: Instant },
 }
 
 /// [`Log`] over another log, noting calls while noting is on.
@@ -161,6 +162,33 @@ impl Log for TimedLog {
         appended
     }
 
+    async fn append_and_commit(
+        &self,
+        appends: Vec<Append>,
+        commit: OffsetCommit,
+    ) -> Result<(), LogError> {
+        if !self.noting() {
+            return self.inner.append_and_commit(appends, commit).await;
+        }
+        let kept: Vec<(String, Vec<OutgoingRecord>)> = appends
+            .iter()
+            .map(|append| (append.topic.topic.clone(), append.records.clone()))
+            .collect();
+        let started = Instant::now();
+        let written = self.inner.append_and_commit(appends, commit).await;
+        let ended = Instant::now();
+        // One write: each batch is noted with the commit's time included.
+        for (topic, records) in kept {
+            self.note(Note::Append {
+                topic,
+                started,
+                ended,
+                records,
+            });
+        }
+        written
+    }
+
     async fn poll(
         &self,
         topic: &TopicInfo,
@@ -209,18 +237,9 @@ impl Log for TimedLog {
         partition: u32,
         offset: u64,
     ) -> Result<(), LogError> {
-        let started = Instant::now();
-        let stored = self
-            .inner
+        self.inner
             .store_offset(topic, group, partition, offset)
-            .await;
-        if self.noting() {
-            self.note(Note::Commit {
-                started,
-                ended: Instant::now(),
-            });
-        }
-        stored
+            .await
     }
 
     async fn committed_offset(

@@ -79,8 +79,9 @@ pub struct LogArgs {
     /// Partitions of the bench topic.
     #[arg(long, default_value_t = 4)]
     pub partitions: u32,
-    /// Appends in flight at once, each to a partition of its own (group
-    /// commit on the embedded log); at most --partitions.
+    /// Producers appending at once, each its next batch as soon as its
+    /// previous one returned, to partitions of their own (group commit on
+    /// the embedded log); at most --partitions.
     #[arg(long, default_value_t = 1)]
     pub producers: u32,
 }

@@ -99,6 +99,31 @@ pub struct OutgoingRecord {
     pub payload: Vec<u8>,
 }
 
+/// One partition's batch of an [`Log::append_and_commit`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Append {
+    /// The topic appended to.
+    pub topic: TopicInfo,
+    /// The partition appended to.
+    pub partition: u32,
+    /// The records, in order.
+    pub records: Vec<OutgoingRecord>,
+}
+
+/// The offset an [`Log::append_and_commit`] stores once its records are
+/// durable: as [`Log::store_offset`] takes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OffsetCommit {
+    /// The topic the group reads.
+    pub topic: TopicInfo,
+    /// The consumer group.
+    pub group: String,
+    /// The partition whose offset moves.
+    pub partition: u32,
+    /// The offset of the last record processed.
+    pub offset: u64,
+}
+
 /// A record read back from the log.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogRecord {
@@ -210,6 +235,44 @@ pub trait Log: Send + Sync + 'static {
         partition: u32,
         offset: u64,
     ) -> Result<(), LogError>;
+
+    /// Appends every batch of `appends`, then stores `commit` as
+    /// [`Log::store_offset`] does: the offset is never stored before every
+    /// record is durable. A worker answers a run of commands and commits it
+    /// this way.
+    ///
+    /// The embedded log writes all of it in one transaction (atomic, one
+    /// fsync instead of two). The default appends the batches of one topic
+    /// at once, topic after topic in the order given (so a reply is on the
+    /// log before the dead letter that follows it), then stores the offset;
+    /// an error may come after some records were appended (or all, with the
+    /// offset not stored): trying again can repeat them, never skip the
+    /// commit's records.
+    async fn append_and_commit(
+        &self,
+        appends: Vec<Append>,
+        commit: OffsetCommit,
+    ) -> Result<(), LogError> {
+        let mut appends = appends.into_iter().peekable();
+        while let Some(first) = appends.next() {
+            let mut same_topic = vec![first];
+            while let Some(next) = appends.next_if(|a| a.topic == same_topic[0].topic) {
+                same_topic.push(next);
+            }
+            let batches = same_topic.into_iter().map(|append| async move {
+                self.append(&append.topic, append.partition, append.records)
+                    .await
+            });
+            futures_util::future::try_join_all(batches).await?;
+        }
+        self.store_offset(
+            &commit.topic,
+            &commit.group,
+            commit.partition,
+            commit.offset,
+        )
+        .await
+    }
 
     /// The group's committed offset for a partition, `None` when nothing was
     /// committed yet.

@@ -1,5 +1,7 @@
 //! Steps 9 and 10 of runtime.md §4 for a run of records: publish their
-//! replies and dead letters, and only then commit the run's last offset.
+//! replies and dead letters, and only then commit the run's last offset,
+//! through [`Log::append_and_commit`](crate::log::Log::append_and_commit):
+//! one transaction on the embedded log, appends then the commit elsewhere.
 //!
 //! Only what may pass is retried. A retryable failure (the log cannot be
 //! reached, a blob could not be written) is tried again with backoff, in
@@ -10,6 +12,7 @@
 //! where someone waits, the command is dead-lettered saying why, and the
 //! run is committed as usual.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::atomic::Ordering;
 
@@ -19,7 +22,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::dlq::{MAX_DETAIL_BYTES, dead_letter, dead_letter_record, fit_to_log, shorten};
-use crate::log::{LogError, OutgoingRecord};
+use crate::log::{Append, LogError, OffsetCommit, OutgoingRecord, TopicInfo};
 use crate::producer::{Prepared, ProduceError};
 
 use super::partition::{PartitionContext, sleep_or_cancel};
@@ -112,23 +115,17 @@ pub(super) async fn flush(
         dead_letters.extend(ready.dead_letter);
         dispositions.push(ready.disposition);
     }
-    if !replies.is_empty() {
-        retrying(cancel, "publishing replies", || async {
-            Ok(producer
-                .append_prepared(&topology.responses, replies.clone())
-                .await?)
-        })
-        .await?;
-    }
-    if !dead_letters.is_empty() {
-        retrying(cancel, "publishing dead letters", || {
-            append_dead_letters(ctx, dead_letters.clone())
-        })
-        .await?;
-    }
-    retrying(cancel, "committing", || async {
+    let mut appends = crate::producer::appends(&topology.responses, replies);
+    appends.extend(dead_letter_appends(&topology.dlq, dead_letters));
+    let commit = OffsetCommit {
+        topic: topology.commands.clone(),
+        group: ctx.group.clone(),
+        partition,
+        offset: last_offset,
+    };
+    retrying(cancel, "publishing replies and committing", || async {
         Ok(log
-            .store_offset(&topology.commands, &ctx.group, partition, last_offset)
+            .append_and_commit(appends.clone(), commit.clone())
             .await?)
     })
     .await?;
@@ -227,21 +224,20 @@ async fn dead_letter_ready(ctx: &PartitionContext, capsule: DeadLetter) -> (u32,
     dead_letter_record(&producer.topology().dlq, &capsule)
 }
 
-async fn append_dead_letters(
-    ctx: &PartitionContext,
-    dead_letters: Vec<(u32, OutgoingRecord)>,
-) -> Result<(), BatchError> {
-    let producer = &ctx.processor.producer;
-    let dlq = &producer.topology().dlq;
-    let mut by_partition: std::collections::BTreeMap<u32, Vec<OutgoingRecord>> =
-        std::collections::BTreeMap::new();
+/// The dead letters of a run, one batch per `agent.dlq` partition.
+fn dead_letter_appends(dlq: &TopicInfo, dead_letters: Vec<(u32, OutgoingRecord)>) -> Vec<Append> {
+    let mut by_partition: BTreeMap<u32, Vec<OutgoingRecord>> = BTreeMap::new();
     for (partition, record) in dead_letters {
         by_partition.entry(partition).or_default().push(record);
     }
-    for (partition, records) in by_partition {
-        producer.log().append(dlq, partition, records).await?;
-    }
-    Ok(())
+    by_partition
+        .into_iter()
+        .map(|(partition, records)| Append {
+            topic: dlq.clone(),
+            partition,
+            records,
+        })
+        .collect()
 }
 
 /// What a record whose answer was refused with `refused` publishes

@@ -43,8 +43,11 @@
 //! record. Commits of records and offsets run with `synchronous=FULL`: when
 //! [`Log::append`] returns, the records are in the fsynced WAL and survive
 //! `kill -9` of any process and a power cut. Concurrent appends in one
-//! process share a transaction (group commit): whoever takes the writer
-//! first commits everything queued, so one fsync serves many appenders.
+//! process share a transaction (group commit): one blocking thread at a
+//! time commits everything queued, and goes on while writes arrived during
+//! its commit, so one fsync serves every appender that queued meanwhile. A
+//! worker's replies and its offset commit ([`Log::append_and_commit`]) are
+//! one transaction: the offset never moves without its replies.
 //!
 //! SQLite never exposes a half-written transaction. As a second line of
 //! defence every record stores an xxh3-64 checksum of its offset,
@@ -103,10 +106,12 @@ use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use tokio::sync::oneshot;
 
-use super::{GroupMember, Log, LogError, LogRecord, OutgoingRecord, TopicInfo, lock};
+use super::{
+    Append, GroupMember, Log, LogError, LogRecord, OffsetCommit, OutgoingRecord, TopicInfo, lock,
+};
 use crate::clock::{Clock, SystemClock};
 use schema::{DB_FILE, Durability, GROUPS_FILE, connect};
-use wake::DirWake;
+use wake::{DirWake, Handoff};
 
 mod codec;
 mod group;
@@ -141,10 +146,13 @@ struct Core {
     groups_db: PathBuf,
     writer: Mutex<Connection>,
     /// Writes waiting for the writer (group commit).
-    queue: Mutex<Vec<Write>>,
+    queue: Mutex<Queue>,
     groups: Mutex<Connection>,
     readers: Mutex<Vec<Connection>>,
     topics: Mutex<HashMap<(u32, u32), Arc<TopicRow>>>,
+    /// Per partition, the offset its last poll found nothing at and the
+    /// [`DirWake::changes`] taken before that read.
+    found_nothing: Mutex<HashMap<(i64, u32), (u64, u64)>>,
     wake: Arc<DirWake>,
 }
 
@@ -183,30 +191,26 @@ impl TopicRow {
     }
 }
 
-/// A write queued for the next group commit.
+/// One change of a group-commit transaction.
 enum Write {
     Append {
-        topic_key: i64,
+        row: Arc<TopicRow>,
         part: u32,
         records: Vec<Encoded>,
-        done: oneshot::Sender<Result<(), LogError>>,
     },
     Commit {
         topic_key: i64,
         group: String,
         part: u32,
         offset: i64,
-        done: oneshot::Sender<Result<(), LogError>>,
     },
 }
 
-impl Write {
-    /// Where the write's outcome goes.
-    fn into_done(self) -> oneshot::Sender<Result<(), LogError>> {
-        match self {
-            Write::Append { done, .. } | Write::Commit { done, .. } => done,
-        }
-    }
+/// Writes queued together for the next group commit: they land in the same
+/// transaction, all or none, and `done` hears the outcome.
+struct Queued {
+    writes: Vec<Write>,
+    done: oneshot::Sender<Result<(), LogError>>,
 }
 
 /// A record checked and ready to insert.
@@ -280,6 +284,7 @@ impl EmbeddedLog {
                 groups: Mutex::new(groups),
                 readers: Mutex::default(),
                 topics: Mutex::default(),
+                found_nothing: Mutex::default(),
             }),
         })
     }
@@ -381,26 +386,46 @@ impl Core {
         Ok(row)
     }
 
-    /// Commits every queued write in one transaction and reports to each
-    /// writer. Called after queueing; finds the queue empty when an earlier
-    /// call already took its write along.
+    /// The group-commit loop, run by one blocking thread at a time: commits
+    /// everything queued in one transaction, reports to each writer, and
+    /// goes on while writes arrived meanwhile (their writers are already
+    /// waiting), so one fsync serves every writer that queued during the
+    /// previous one.
     fn flush(&self) {
-        let mut conn = lock(&self.writer);
-        let writes = std::mem::take(&mut *lock(&self.queue));
-        if writes.is_empty() {
-            return;
+        loop {
+            let queued = {
+                let mut queue = lock(&self.queue);
+                if queue.writes.is_empty() {
+                    queue.flushing = false;
+                    return;
+                }
+                std::mem::take(&mut queue.writes)
+            };
+            self.commit(queued);
         }
-        match commit_writes(&mut conn, &writes) {
-            Ok(()) => {
-                self.wake
-                    .appended(writes.iter().filter_map(|write| match write {
-                        Write::Append {
-                            topic_key, part, ..
-                        } => Some((*topic_key, *part)),
-                        Write::Commit { .. } => None,
-                    }));
-                for write in writes {
-                    let _ = write.into_done().send(Ok(()));
+    }
+
+    /// One group commit.
+    fn commit(&self, queued: Vec<Queued>) {
+        let mut conn = lock(&self.writer);
+        let committed = commit_writes(&mut conn, queued.iter().flat_map(|q| &q.writes));
+        drop(conn);
+        match committed {
+            Ok(appended) => {
+                let mut appended = appended.into_iter();
+                for Queued { writes, done } in queued {
+                    for write in writes {
+                        let Write::Append { row, part, records } = write else {
+                            continue;
+                        };
+                        let Some((first, timestamp)) = appended.next() else {
+                            continue;
+                        };
+                        self.wake.appended((row.key, part), || {
+                            handoff(&row, part, first, timestamp, records)
+                        });
+                    }
+                    let _ = done.send(Ok(()));
                 }
             }
             Err(fault) => {
@@ -408,10 +433,8 @@ impl Core {
                     LogError::Storage(message) => message,
                     other => other.to_string(),
                 };
-                for write in writes {
-                    let _ = write
-                        .into_done()
-                        .send(Err(LogError::Storage(message.clone())));
+                for q in queued {
+                    let _ = q.done.send(Err(LogError::Storage(message.clone())));
                 }
             }
         }
@@ -429,71 +452,110 @@ impl Core {
     }
 }
 
-/// Queues a write and waits until a group commit has taken it.
-async fn submit(
-    core: &Arc<Core>,
-    write: Write,
-    done: oneshot::Receiver<Result<(), LogError>>,
-) -> Result<(), LogError> {
-    lock(&core.queue).push(write);
-    let flusher = core.clone();
-    blocking(move || {
-        flusher.flush();
-        Ok(())
-    })
-    .await?;
-    done.await.unwrap_or_else(|_| {
+/// Queues writes and waits until a group commit has taken them, all in one
+/// transaction. Starts the flushing thread unless one runs: that one takes
+/// these writes along.
+async fn submit(core: &Arc<Core>, writes: Vec<Write>) -> Result<(), LogError> {
+    let (done, report) = oneshot::channel();
+    let start = {
+        let mut queue = lock(&core.queue);
+        queue.writes.push(Queued { writes, done });
+        !std::mem::replace(&mut queue.flushing, true)
+    };
+    if start {
+        let flusher = Flusher {
+            core: core.clone(),
+            ran: false,
+        };
+        tokio::task::spawn_blocking(move || flusher.run());
+    }
+    report.await.unwrap_or_else(|_| {
         Err(LogError::Storage(
-            "the write was dropped before it was committed".into(),
+            "the write was dropped before it was committed (the log is shutting down)".into(),
         ))
     })
 }
 
+/// The writes waiting for the writer, and whether a thread flushes them.
+#[derive(Default)]
+struct Queue {
+    writes: Vec<Queued>,
+    flushing: bool,
+}
+
+/// The flushing thread's task. Should it never run (the runtime shuts
+/// down) or panic, dropping it fails the queued writes and lets the next
+/// write start a new one, so no writer waits forever.
+struct Flusher {
+    core: Arc<Core>,
+    ran: bool,
+}
+
+impl Flusher {
+    fn run(mut self) {
+        self.core.flush();
+        self.ran = true;
+    }
+}
+
+impl Drop for Flusher {
+    fn drop(&mut self) {
+        if !self.ran {
+            let mut queue = lock(&self.core.queue);
+            queue.flushing = false;
+            // Dropping the senders tells each writer.
+            queue.writes.clear();
+        }
+    }
+}
+
 /// The group-commit transaction; an SQLite error fails every write in it.
-fn commit_writes(conn: &mut Connection, writes: &[Write]) -> Result<(), Fault> {
+/// Returns the first offset and the timestamp of each append, in order.
+fn commit_writes<'w>(
+    conn: &mut Connection,
+    writes: impl Iterator<Item = &'w Write>,
+) -> Result<Vec<(u64, u64)>, Fault> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let now = now_micros()?;
+    let mut appended = Vec::new();
     for write in writes {
         match write {
-            Write::Append {
-                topic_key,
-                part,
-                records,
-                ..
-            } => append_batch(&tx, *topic_key, *part, records, now)?,
+            Write::Append { row, part, records } => {
+                appended.push(append_batch(&tx, row.key, *part, records, now)?);
+            }
             Write::Commit {
                 topic_key,
                 group,
                 part,
                 offset,
-                ..
             } => group::store_offset(&tx, *topic_key, group, *part, *offset)?,
         }
     }
     tx.commit()?;
-    Ok(())
+    Ok(appended)
 }
 
-/// Inserts one batch after the partition's last record.
+/// Inserts one batch after the partition's last record; returns the
+/// batch's first offset and its timestamp.
 fn append_batch(
     conn: &Connection,
     topic_key: i64,
     part: u32,
     records: &[Encoded],
     now: i64,
-) -> Result<(), Fault> {
+) -> Result<(u64, u64), Fault> {
     let last: Option<(i64, i64)> = conn
         .prepare_cached("SELECT off, ts FROM records WHERE topic_key = ?1 AND part = ?2 ORDER BY off DESC LIMIT 1")?
         .query_row(params![topic_key, part], |row| Ok((row.get(0)?, row.get(1)?)))
         .optional()?;
-    let (mut offset, timestamp) = match last {
+    let (first, timestamp) = match last {
         Some((off, ts)) => (off + 1, ts.max(now)),
         None => (0, now),
     };
     let mut insert = conn.prepare_cached(
         "INSERT INTO records (topic_key, part, off, ts, headers, payload, checksum) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
     )?;
-    for record in records {
+    for (offset, record) in (first..).zip(records) {
         let checksum = codec::checksum(
             offset as u64,
             timestamp as u64,
@@ -509,9 +571,33 @@ fn append_batch(
             record.payload,
             checksum as i64
         ])?;
-        offset += 1;
     }
-    Ok(())
+    Ok((first as u64, timestamp as u64))
+}
+
+/// The records of a committed append as a poll returns them, for polls of
+/// this process waiting on its partition; `None` should a header block not
+/// read back (the poll then reads the database).
+fn handoff(
+    row: &TopicRow,
+    part: u32,
+    first: u64,
+    timestamp: u64,
+    records: Vec<Encoded>,
+) -> Option<Handoff> {
+    let records = records
+        .into_iter()
+        .zip(first..)
+        .map(|(record, offset)| {
+            Some(LogRecord {
+                position: row.info.position(part, offset),
+                timestamp_micros: timestamp,
+                headers: codec::decode_headers(&record.headers).ok()?,
+                payload: bytes::Bytes::from(record.payload),
+            })
+        })
+        .collect::<Option<Vec<_>>>()?;
+    Some(Handoff { first, records })
 }
 
 /// Reads records, checking each one's checksum and headers.
@@ -738,38 +824,45 @@ impl Log for EmbeddedLog {
         partition: u32,
         records: Vec<OutgoingRecord>,
     ) -> Result<(), LogError> {
-        if records.is_empty() {
-            return Err(LogError::InvalidInput(
-                "an append needs at least one record; the batch is empty".into(),
-            ));
+        let write = self.append_write(topic, partition, records).await?;
+        submit(&self.core, vec![write]).await
+    }
+
+    async fn append_and_commit(
+        &self,
+        appends: Vec<Append>,
+        commit: OffsetCommit,
+    ) -> Result<(), LogError> {
+        let mut writes = Vec::with_capacity(appends.len() + 1);
+        for append in appends {
+            writes.push(
+                self.append_write(&append.topic, append.partition, append.records)
+                    .await?,
+            );
         }
-        let mut encoded = Vec::with_capacity(records.len());
-        for (index, record) in records.into_iter().enumerate() {
-            if record.payload.is_empty() {
-                return Err(LogError::InvalidInput(format!(
-                    "record {index} of the batch has an empty payload; every record needs at least one byte"
-                )));
+        let checked = self
+            .commit_write(
+                &commit.topic,
+                &commit.group,
+                commit.partition,
+                commit.offset,
+            )
+            .await;
+        match checked {
+            Ok(write) => {
+                writes.push(write);
+                submit(&self.core, writes).await
             }
-            if record.payload.len() > MAX_RECORD_BYTES {
-                return Err(LogError::RecordTooLarge {
-                    size: record.payload.len(),
-                    limit: MAX_RECORD_BYTES,
-                });
+            // As appending and then storing would: the records go on the
+            // log (a keyed command's reply lets its next owner step over
+            // it), the commit is refused.
+            Err(refused) => {
+                if !writes.is_empty() {
+                    submit(&self.core, writes).await?;
+                }
+                Err(refused)
             }
-            encoded.push(Encoded {
-                headers: codec::encode_headers(&record.headers)?,
-                payload: record.payload,
-            });
         }
-        let row = self.resolve_partition(topic, partition).await?;
-        let (done, report) = oneshot::channel();
-        let write = Write::Append {
-            topic_key: row.key,
-            part: partition,
-            records: encoded,
-            done,
-        };
-        submit(&self.core, write, report).await
     }
 
     async fn poll(
@@ -783,27 +876,50 @@ impl Log for EmbeddedLog {
         super::check_poll_max(max)?;
         let row = self.resolve_partition(topic, partition).await?;
         let deadline = tokio::time::Instant::now() + wait;
-        let appended = self.core.wake.partition(row.key, partition);
-        let mut waiting = None;
+        let wake = &self.core.wake;
+        let appended = wake.partition(row.key, partition);
+        let key = (row.key, partition);
+        // Registered before the first read: the watcher runs (so
+        // `changes` means something) and appends leave their records.
+        let _waiting = (!wait.is_zero()).then(|| (wake.wait(), appended.waiting()));
+        let mut first = true;
+        let mut woken_here = false;
         loop {
-            let local = appended.notified();
-            let external = self.core.wake.external().notified();
+            let local = appended.notify().notified();
+            let external = wake.external().notified();
             tokio::pin!(local, external);
             local.as_mut().enable();
             external.as_mut().enable();
-            let (core, reading) = (self.core.clone(), row.clone());
-            let records = blocking(move || core.read(&reading, partition, from, max)).await?;
+            let changes = wake.changes().filter(|_| !wait.is_zero());
+            // Nothing changed since this partition's last poll found
+            // nothing here: no need to read again before waiting.
+            let unchanged = first
+                && changes.is_some_and(|now| {
+                    lock(&self.core.found_nothing).get(&key) == Some(&(from, now))
+                });
+            first = false;
+            // Woken by an append of this process: its records, if `from`
+            // is among them, else the database.
+            let handed = woken_here.then(|| appended.take(from, max)).flatten();
+            let records = match handed {
+                Some(records) => records,
+                None if unchanged => Vec::new(),
+                None => {
+                    let (core, reading) = (self.core.clone(), row.clone());
+                    blocking(move || core.read(&reading, partition, from, max)).await?
+                }
+            };
+            if let Some(changes) = changes.filter(|_| records.is_empty()) {
+                lock(&self.core.found_nothing).insert(key, (from, changes));
+            }
             if !records.is_empty() || tokio::time::Instant::now() >= deadline {
                 return Ok(records);
             }
-            if waiting.is_none() {
-                waiting = Some(self.core.wake.wait());
-            }
-            tokio::select! {
-                _ = local => {}
-                _ = external => {}
-                _ = tokio::time::sleep_until(deadline) => {}
-            }
+            woken_here = tokio::select! {
+                _ = local => true,
+                _ = external => false,
+                _ = tokio::time::sleep_until(deadline) => false,
+            };
         }
     }
 
@@ -846,38 +962,8 @@ impl Log for EmbeddedLog {
         partition: u32,
         offset: u64,
     ) -> Result<(), LogError> {
-        check_name("consumer group", group)?;
-        let offset = i64::try_from(offset).map_err(|_| {
-            LogError::InvalidInput(format!("offset {offset} is beyond any partition's range"))
-        })?;
-        let row = self.resolve_partition(topic, partition).await?;
-        // Checked on the lease database before the write is queued, not in
-        // the same transaction: the partition may move in between, and the
-        // commit then names a record its old owner finished, which at worst
-        // has the new owner's later records delivered again.
-        let core = self.core.clone();
-        let (key, owner_group) = (row.key, group.to_owned());
-        let owner = blocking(move || {
-            core.with_groups(|conn| group::owner_process(conn, key, &owner_group, partition))
-        })
-        .await?;
-        if owner.is_some_and(|process| process != group::process_token()) {
-            return Err(LogError::NotOwner {
-                stream: row.info.stream.clone(),
-                topic: row.info.topic.clone(),
-                group: group.to_owned(),
-                partition,
-            });
-        }
-        let (done, report) = oneshot::channel();
-        let write = Write::Commit {
-            topic_key: row.key,
-            group: group.to_owned(),
-            part: partition,
-            offset,
-            done,
-        };
-        submit(&self.core, write, report).await
+        let write = self.commit_write(topic, group, partition, offset).await?;
+        submit(&self.core, vec![write]).await
     }
 
     async fn committed_offset(
@@ -906,6 +992,84 @@ impl Log for EmbeddedLog {
 impl EmbeddedLog {
     /// The stored row of a topic: from the cache when it is there, else read
     /// on a blocking thread.
+    /// Checks and encodes a batch for `partition` of `topic`.
+    async fn append_write(
+        &self,
+        topic: &TopicInfo,
+        partition: u32,
+        records: Vec<OutgoingRecord>,
+    ) -> Result<Write, LogError> {
+        if records.is_empty() {
+            return Err(LogError::InvalidInput(
+                "an append needs at least one record; the batch is empty".into(),
+            ));
+        }
+        let mut encoded = Vec::with_capacity(records.len());
+        for (index, record) in records.into_iter().enumerate() {
+            if record.payload.is_empty() {
+                return Err(LogError::InvalidInput(format!(
+                    "record {index} of the batch has an empty payload; every record needs at least one byte"
+                )));
+            }
+            if record.payload.len() > MAX_RECORD_BYTES {
+                return Err(LogError::RecordTooLarge {
+                    size: record.payload.len(),
+                    limit: MAX_RECORD_BYTES,
+                });
+            }
+            encoded.push(Encoded {
+                headers: codec::encode_headers(&record.headers)?,
+                payload: record.payload,
+            });
+        }
+        let row = self.resolve_partition(topic, partition).await?;
+        Ok(Write::Append {
+            row,
+            part: partition,
+            records: encoded,
+        })
+    }
+
+    /// Checks an offset commit, including that no other process's live
+    /// member owns the partition.
+    async fn commit_write(
+        &self,
+        topic: &TopicInfo,
+        group: &str,
+        partition: u32,
+        offset: u64,
+    ) -> Result<Write, LogError> {
+        check_name("consumer group", group)?;
+        let offset = i64::try_from(offset).map_err(|_| {
+            LogError::InvalidInput(format!("offset {offset} is beyond any partition's range"))
+        })?;
+        let row = self.resolve_partition(topic, partition).await?;
+        // Checked on the lease database before the write is queued, not in
+        // the same transaction: the partition may move in between, and the
+        // commit then names a record its old owner finished, which at worst
+        // has the new owner's later records delivered again.
+        let core = self.core.clone();
+        let (key, owner_group) = (row.key, group.to_owned());
+        let owner = blocking(move || {
+            core.with_groups(|conn| group::owner_process(conn, key, &owner_group, partition))
+        })
+        .await?;
+        if owner.is_some_and(|process| process != group::process_token()) {
+            return Err(LogError::NotOwner {
+                stream: row.info.stream.clone(),
+                topic: row.info.topic.clone(),
+                group: group.to_owned(),
+                partition,
+            });
+        }
+        Ok(Write::Commit {
+            topic_key: row.key,
+            group: group.to_owned(),
+            part: partition,
+            offset,
+        })
+    }
+
     async fn resolve(&self, topic: &TopicInfo) -> Result<Arc<TopicRow>, LogError> {
         let cached = lock(&self.core.topics)
             .get(&(topic.stream_id, topic.topic_id))

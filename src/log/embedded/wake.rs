@@ -7,6 +7,12 @@
 //!
 //! - **Same process:** after an append commits, the appender wakes the
 //!   pollers of that partition through a per-partition [`Notify`] at once.
+//!   While a poll waits on the partition, the appender also leaves the
+//!   records it committed there ([`PartitionWake::take`]), so the woken
+//!   poll hands them out without reading the database again (a round trip
+//!   through a blocking thread and SQLite, the larger part of an embedded
+//!   ask's wake-up). A poll that was not waiting, or whose offset is not
+//!   in the latest append, reads the database as always.
 //! - **Other processes:** while at least one poll waits, a watcher thread
 //!   reads SQLite's `PRAGMA data_version` (a read of the WAL index, no
 //!   query) and, when another connection has committed, wakes every waiting
@@ -19,9 +25,18 @@
 //!
 //! A poll arms both notifications *before* it reads, so a record committed
 //! between its read and its wait still wakes it.
+//!
+//! A poll that found nothing at an offset notes [`DirWake::changes`]; the
+//! next poll of that partition from that offset, seeing the same number
+//! (nothing appended in this process, no commit seen elsewhere, the
+//! watcher running all along), goes straight to waiting instead of reading
+//! the database again. That is what keeps an idle worker, polling each of
+//! its partitions in turn, from reading the database dozens of times a
+//! second.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -29,7 +44,7 @@ use notify::{RecommendedWatcher, RecursiveMode, Watcher as _};
 use tokio::sync::Notify;
 
 use super::{Durability, connect};
-use crate::log::lock;
+use crate::log::{LogRecord, POLL_BYTES_BUDGET, lock};
 
 /// Without file events: shortest pause between two checks of the database
 /// for other processes' commits.
@@ -48,8 +63,12 @@ static DIRS: LazyLock<Mutex<HashMap<PathBuf, Weak<DirWake>>>> = LazyLock::new(De
 /// The wake-up hub of one log directory in this process.
 pub(super) struct DirWake {
     db: PathBuf,
-    partitions: Mutex<HashMap<(i64, u32), Arc<Notify>>>,
+    partitions: Mutex<HashMap<(i64, u32), Arc<PartitionWake>>>,
     external: Notify,
+    /// Counts what may have changed the database for this process: its
+    /// appends, other connections' commits the watcher saw, and the
+    /// watcher starting or stopping. See [`DirWake::changes`].
+    changes: AtomicU64,
     watcher: Mutex<Watcher>,
 }
 
@@ -59,6 +78,68 @@ struct Watcher {
     waiting: usize,
     /// Whether the watcher thread runs.
     running: bool,
+}
+
+/// The records of one append, from offset `first` on.
+pub(super) struct Handoff {
+    pub first: u64,
+    pub records: Vec<LogRecord>,
+}
+
+/// The wake-up of one partition in this process.
+#[derive(Default)]
+pub(super) struct PartitionWake {
+    notify: Notify,
+    /// Polls of this process waiting on the partition.
+    waiting: AtomicUsize,
+    /// The latest append of this process, kept while polls wait.
+    latest: Mutex<Option<Arc<Handoff>>>,
+}
+
+impl PartitionWake {
+    /// Notified when this process commits an append to the partition.
+    pub(super) fn notify(&self) -> &Notify {
+        &self.notify
+    }
+
+    /// Counts a poll as waiting on the partition while the guard lives.
+    pub(super) fn waiting(self: &Arc<Self>) -> WaitingHere {
+        self.waiting.fetch_add(1, Ordering::SeqCst);
+        WaitingHere(self.clone())
+    }
+
+    /// Up to `max` records from offset `from` of the latest append, as a
+    /// poll of the database would return them (within its byte budget);
+    /// `None` when `from` is not in it.
+    pub(super) fn take(&self, from: u64, max: u32) -> Option<Vec<LogRecord>> {
+        let latest = lock(&self.latest).clone()?;
+        let skip = usize::try_from(from.checked_sub(latest.first)?).ok()?;
+        if skip >= latest.records.len() {
+            return None;
+        }
+        let mut bytes = 0;
+        let mut out = Vec::new();
+        for record in latest.records.iter().skip(skip).take(max as usize) {
+            bytes += record.payload.len();
+            out.push(record.clone());
+            if bytes >= POLL_BYTES_BUDGET {
+                break;
+            }
+        }
+        Some(out)
+    }
+}
+
+/// A poll waiting on one partition (see [`PartitionWake::waiting`]).
+pub(super) struct WaitingHere(Arc<PartitionWake>);
+
+impl Drop for WaitingHere {
+    fn drop(&mut self) {
+        if self.0.waiting.fetch_sub(1, Ordering::SeqCst) == 1 {
+            // Nobody waits: keep no records alive.
+            *lock(&self.0.latest) = None;
+        }
+    }
 }
 
 /// Registers a waiting poll with the cross-process watcher while it lives.
@@ -82,28 +163,53 @@ impl DirWake {
             db: db.to_owned(),
             partitions: Mutex::default(),
             external: Notify::new(),
+            changes: AtomicU64::new(0),
             watcher: Mutex::default(),
         });
         dirs.insert(db.to_owned(), Arc::downgrade(&hub));
         hub
     }
 
-    /// The notification for appends to partition `part` of topic `topic_key`.
-    pub(super) fn partition(&self, topic_key: i64, part: u32) -> Arc<Notify> {
+    /// The wake-up of partition `part` of topic `topic_key`.
+    pub(super) fn partition(&self, topic_key: i64, part: u32) -> Arc<PartitionWake> {
         lock(&self.partitions)
             .entry((topic_key, part))
             .or_default()
             .clone()
     }
 
-    /// Wakes this process's polls waiting on the given partitions.
-    pub(super) fn appended(&self, partitions: impl IntoIterator<Item = (i64, u32)>) {
-        let map = lock(&self.partitions);
-        for key in partitions {
-            if let Some(notify) = map.get(&key) {
-                notify.notify_waiters();
-            }
-        }
+    /// After a commit of an append to partition `key`: leaves its records
+    /// (`records` runs only when a poll waits there) and wakes this
+    /// process's polls of the partition.
+    pub(super) fn appended(&self, key: (i64, u32), records: impl FnOnce() -> Option<Handoff>) {
+        self.changes.fetch_add(1, Ordering::SeqCst);
+        let Some(wake) = lock(&self.partitions).get(&key).cloned() else {
+            return;
+        };
+        let latest = if wake.waiting.load(Ordering::SeqCst) > 0 {
+            records().map(Arc::new)
+        } else {
+            None
+        };
+        *lock(&wake.latest) = latest;
+        wake.notify.notify_waiters();
+    }
+
+    /// While the watcher runs, a number that stays the same as long as
+    /// nothing was appended to the database: a poll that found nothing at
+    /// an offset and sees the same number again need not read again. `None`
+    /// while no watcher runs (other processes' commits would go unseen).
+    /// Take it after registering with [`DirWake::wait`]: a watcher that
+    /// starts then counts a change once it has its bearings.
+    pub(super) fn changes(&self) -> Option<u64> {
+        let watcher = lock(&self.watcher);
+        watcher.running.then(|| self.changes.load(Ordering::SeqCst))
+    }
+
+    /// Counts a possible change and wakes every waiting poll to read again.
+    fn changed(&self) {
+        self.changes.fetch_add(1, Ordering::SeqCst);
+        self.external.notify_waiters();
     }
 
     /// The notification for commits by other processes (or other
@@ -170,7 +276,9 @@ impl DirWake {
             Ok(conn) => conn,
             Err(error) => {
                 tracing::warn!(error = %error.into_log(&self.db), "the embedded log's watcher cannot open the database");
-                lock(&self.watcher).running = false;
+                let mut watcher = lock(&self.watcher);
+                watcher.running = false;
+                self.changes.fetch_add(1, Ordering::SeqCst);
                 return;
             }
         };
@@ -183,7 +291,7 @@ impl DirWake {
         let mut seen = version(&conn).ok();
         // Polls that armed their wake-up before `seen` was read may have
         // missed a commit made just before: let them read again.
-        self.external.notify_waiters();
+        self.changed();
         let mut interval = WATCH_MIN_INTERVAL;
         let mut idle_since: Option<Instant> = None;
         loop {
@@ -193,6 +301,8 @@ impl DirWake {
                     idle_since = None;
                 } else if idle_since.get_or_insert_with(Instant::now).elapsed() >= WATCH_LINGER {
                     watcher.running = false;
+                    // From now on commits go unseen.
+                    self.changes.fetch_add(1, Ordering::SeqCst);
                     return;
                 }
             }
@@ -207,12 +317,13 @@ impl DirWake {
                 Ok(now) if Some(now) != seen => {
                     seen = Some(now);
                     interval = WATCH_MIN_INTERVAL;
-                    self.external.notify_waiters();
+                    self.changed();
                 }
                 Ok(_) => interval = (interval + Duration::from_millis(1)).min(WATCH_MAX_INTERVAL),
                 Err(error) => {
                     tracing::warn!(%error, db = %self.db.display(), "the embedded log's watcher cannot read the database");
                     interval = WATCH_MAX_INTERVAL;
+                    self.changed();
                 }
             }
         }
