@@ -318,6 +318,42 @@ async fn a_poll_waiting_in_one_process_sees_an_append_from_another() {
     reader.succeeds().await;
 }
 
+/// The watcher tells other processes' commits from this one's by what this
+/// process's writers see; with two handles (two writers) open, a commit from
+/// elsewhere must still wake a waiting poll (unwoken, it would end its wait
+/// with nothing).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poll_in_a_process_with_two_handles_sees_an_append_from_another() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let stream = support::unique_stream("two-handles");
+    let first = EmbeddedLog::open(dir.path()).expect("open");
+    let second = EmbeddedLog::open(dir.path()).expect("open again");
+    let topic = first
+        .ensure_topic(&stream, TOPIC, 2)
+        .await
+        .expect("ensure_topic");
+    // This process's own commits (through both handles) before and while
+    // the poll waits must not leave the watcher deaf to the child's.
+    first
+        .append(&topic, 1, vec![record("ours")])
+        .await
+        .expect("append");
+    let poller = {
+        let topic = topic.clone();
+        tokio::spawn(async move { second.poll(&topic, 0, 0, 10, Duration::from_secs(20)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    first
+        .append(&topic, 1, vec![record("ours again")])
+        .await
+        .expect("append");
+    let mut appender = Child::spawn(CHILD, "appender", dir.path(), &stream, "theirs:1");
+    assert_eq!(appender.line().await, "done");
+    appender.succeeds().await;
+    let got = poller.await.expect("task").expect("poll");
+    assert_eq!(texts(&got), ["theirs:0"]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn handles_on_one_directory_wake_each_other() {
     let dir = tempfile::tempdir().expect("temp dir");

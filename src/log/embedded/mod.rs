@@ -144,7 +144,9 @@ struct Core {
     db: PathBuf,
     /// The group lease database file, canonical.
     groups_db: PathBuf,
-    writer: Mutex<Connection>,
+    /// Shared with the watcher (see the `wake` module), which reads it to
+    /// tell other processes' commits from this one's.
+    writer: Arc<Mutex<Connection>>,
     /// Writes waiting for the writer (group commit).
     queue: Mutex<Queue>,
     groups: Mutex<Connection>,
@@ -273,13 +275,16 @@ impl EmbeddedLog {
             .map_err(|e| {
                 LogError::Storage(format!("cannot sync the log directory {location}: {e}"))
             })?;
+        let writer = Arc::new(Mutex::new(writer));
+        let wake = DirWake::for_db(&db);
+        wake.add_writer(&writer);
         Ok(EmbeddedLog {
             core: Arc::new(Core {
                 dir: path.to_owned(),
-                wake: DirWake::for_db(&db),
+                wake,
                 db,
                 groups_db,
-                writer: Mutex::new(writer),
+                writer,
                 queue: Mutex::default(),
                 groups: Mutex::new(groups),
                 readers: Mutex::default(),

@@ -15,8 +15,12 @@
 //!   in the latest append, reads the database as always.
 //! - **Other processes:** while at least one poll waits, a watcher thread
 //!   reads SQLite's `PRAGMA data_version` (a read of the WAL index, no
-//!   query) and, when another connection has committed, wakes every waiting
-//!   poll of the directory to read again. It reads it when the file system
+//!   query) on each of this process's writer connections and, when another
+//!   process has committed, wakes every waiting poll of the directory to
+//!   read again. A connection's `data_version` moves only for other
+//!   connections' commits, so this process's own commits (already
+//!   signalled per partition) wake nobody else: otherwise each append would
+//!   have every waiting poll of the process read the database again. It reads it when the file system
 //!   reports a write to the database or its WAL (every commit writes the
 //!   WAL), and every 50 ms in case an event was missed; where the file
 //!   system reports nothing, every 2–5 ms. So an idle poll costs next to
@@ -65,6 +69,8 @@ pub(super) struct DirWake {
     db: PathBuf,
     partitions: Mutex<HashMap<(i64, u32), Arc<PartitionWake>>>,
     external: Notify,
+    /// This process's writer connections on the database.
+    writers: Mutex<Vec<Weak<Mutex<rusqlite::Connection>>>>,
     /// Counts what may have changed the database for this process: its
     /// appends, other connections' commits the watcher saw, and the
     /// watcher starting or stopping. See [`DirWake::changes`].
@@ -78,6 +84,19 @@ struct Watcher {
     waiting: usize,
     /// Whether the watcher thread runs.
     running: bool,
+}
+
+/// What the watcher last saw of one writer connection.
+struct SeenWriter {
+    writer: Arc<Mutex<rusqlite::Connection>>,
+    version: Option<i64>,
+    /// Whether its number moved since the watcher last woke polls.
+    moved: bool,
+}
+
+/// A connection's `PRAGMA data_version`.
+fn data_version(conn: &rusqlite::Connection) -> rusqlite::Result<i64> {
+    conn.pragma_query_value(None, "data_version", |row| row.get(0))
 }
 
 /// The records of one append, from offset `first` on.
@@ -163,11 +182,57 @@ impl DirWake {
             db: db.to_owned(),
             partitions: Mutex::default(),
             external: Notify::new(),
+            writers: Mutex::default(),
             changes: AtomicU64::new(0),
             watcher: Mutex::default(),
         });
         dirs.insert(db.to_owned(), Arc::downgrade(&hub));
         hub
+    }
+
+    /// Registers a writer connection of this process on the database.
+    pub(super) fn add_writer(&self, writer: &Arc<Mutex<rusqlite::Connection>>) {
+        let mut writers = lock(&self.writers);
+        writers.retain(|w| w.strong_count() > 0);
+        writers.push(Arc::downgrade(writer));
+    }
+
+    /// Whether a connection other than this process's writers has committed
+    /// since the last call that said so; `None` when this process has no
+    /// writer (then any commit counts). Each writer is marked once its
+    /// `data_version` moved; once every writer is marked, someone else
+    /// committed (a writer's own commits never move its number, and a
+    /// commit by another process moves them all), and the marks are
+    /// cleared. A writer seen for the first time starts marked, as a
+    /// commit may have come just before.
+    fn others_committed(&self, seen: &mut Vec<SeenWriter>) -> Option<bool> {
+        let live: Vec<_> = lock(&self.writers)
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect();
+        seen.retain(|s| live.iter().any(|w| Arc::ptr_eq(w, &s.writer)));
+        for writer in live {
+            if !seen.iter().any(|s| Arc::ptr_eq(&s.writer, &writer)) {
+                seen.push(SeenWriter {
+                    writer,
+                    version: None,
+                    moved: true,
+                });
+            }
+        }
+        if seen.is_empty() {
+            return None;
+        }
+        for s in seen.iter_mut() {
+            let version = data_version(&lock(&s.writer)).ok();
+            s.moved |= version.is_none() || version != s.version;
+            s.version = version;
+        }
+        let all = seen.iter().all(|s| s.moved);
+        if all {
+            seen.iter_mut().for_each(|s| s.moved = false);
+        }
+        Some(all)
     }
 
     /// The wake-up of partition `part` of topic `topic_key`.
@@ -282,13 +347,12 @@ impl DirWake {
                 return;
             }
         };
-        let version = |conn: &rusqlite::Connection| {
-            conn.pragma_query_value(None, "data_version", |row| row.get::<_, i64>(0))
-        };
         // Watch before reading `seen`, so no write goes unreported.
         let (written, events) = std::sync::mpsc::channel();
         let files = self.watch_files(written);
-        let mut seen = version(&conn).ok();
+        let mut seen = data_version(&conn).ok();
+        let mut writers = Vec::new();
+        self.others_committed(&mut writers);
         // Polls that armed their wake-up before `seen` was read may have
         // missed a commit made just before: let them read again.
         self.changed();
@@ -313,11 +377,15 @@ impl DirWake {
             } else {
                 std::thread::sleep(interval);
             }
-            match version(&conn) {
+            // The watcher's own connection sees every commit; the writers
+            // tell whether one came from elsewhere.
+            match data_version(&conn) {
                 Ok(now) if Some(now) != seen => {
                     seen = Some(now);
                     interval = WATCH_MIN_INTERVAL;
-                    self.changed();
+                    if self.others_committed(&mut writers) != Some(false) {
+                        self.changed();
+                    }
                 }
                 Ok(_) => interval = (interval + Duration::from_millis(1)).min(WATCH_MAX_INTERVAL),
                 Err(error) => {
