@@ -20,10 +20,10 @@
 //!   read again. A connection's `data_version` moves only for other
 //!   connections' commits, so this process's own commits (already
 //!   signalled per partition) wake nobody else: otherwise each append would
-//!   have every waiting poll of the process read the database again. It reads it when the file system
-//!   reports a write to the database or its WAL (every commit writes the
-//!   WAL), and every 50 ms in case an event was missed; where the file
-//!   system reports nothing, every 2–5 ms. So an idle poll costs next to
+//!   have every waiting poll of the process read the database again. The
+//!   watcher checks when the file system reports a write to the database
+//!   or its WAL (every commit writes the WAL), and every 50 ms in case an
+//!   event was missed; where the file system reports nothing, every 2–5 ms. So an idle poll costs next to
 //!   nothing, and another process's commit wakes it at once. The thread
 //!   ends a second after the last waiting poll gave up waiting.
 //!
@@ -86,9 +86,10 @@ struct Watcher {
     running: bool,
 }
 
-/// What the watcher last saw of one writer connection.
+/// What the watcher last saw of one writer connection (held weakly: a
+/// closed log's connection goes at once).
 struct SeenWriter {
-    writer: Arc<Mutex<rusqlite::Connection>>,
+    writer: Weak<Mutex<rusqlite::Connection>>,
     version: Option<i64>,
     /// Whether its number moved since the watcher last woke polls.
     moved: bool,
@@ -206,27 +207,31 @@ impl DirWake {
     /// cleared. A writer seen for the first time starts marked, as a
     /// commit may have come just before.
     fn others_committed(&self, seen: &mut Vec<SeenWriter>) -> Option<bool> {
-        let live: Vec<_> = lock(&self.writers)
-            .iter()
-            .filter_map(Weak::upgrade)
-            .collect();
-        seen.retain(|s| live.iter().any(|w| Arc::ptr_eq(w, &s.writer)));
-        for writer in live {
-            if !seen.iter().any(|s| Arc::ptr_eq(&s.writer, &writer)) {
-                seen.push(SeenWriter {
-                    writer,
-                    version: None,
-                    moved: true,
-                });
+        {
+            let mut writers = lock(&self.writers);
+            writers.retain(|w| w.strong_count() > 0);
+            seen.retain(|s| writers.iter().any(|w| Weak::ptr_eq(w, &s.writer)));
+            for writer in writers.iter() {
+                if !seen.iter().any(|s| Weak::ptr_eq(&s.writer, writer)) {
+                    seen.push(SeenWriter {
+                        writer: writer.clone(),
+                        version: None,
+                        moved: true,
+                    });
+                }
             }
         }
-        if seen.is_empty() {
-            return None;
-        }
         for s in seen.iter_mut() {
-            let version = data_version(&lock(&s.writer)).ok();
+            let Some(writer) = s.writer.upgrade() else {
+                continue;
+            };
+            let version = data_version(&lock(&writer)).ok();
             s.moved |= version.is_none() || version != s.version;
             s.version = version;
+        }
+        seen.retain(|s| s.writer.strong_count() > 0);
+        if seen.is_empty() {
+            return None;
         }
         let all = seen.iter().all(|s| s.moved);
         if all {

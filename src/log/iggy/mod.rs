@@ -90,6 +90,10 @@ const EAGER_FOR: Duration = Duration::from_millis(5);
 /// poll return one record where the caller asked for many.
 const ASSUMED_RECORD_BYTES: usize = 64 * 1024;
 
+/// How long a topic found without partitions may be another client's
+/// creation still under way (see `IggyLog::find_settled_topic`).
+const TOPIC_SETTLE: Duration = Duration::from_secs(2);
+
 /// A partition of a topic on one server: (server, stream id, topic id, partition).
 type PartitionKey = (String, u32, u32, u32);
 
@@ -270,6 +274,27 @@ impl IggyLog {
         }
     }
 
+    /// [`Self::find_topic`], waiting out another client's creation of the
+    /// topic: while one connection creates a topic, Iggy shows it to the
+    /// others before its partitions exist, for a moment. A topic still
+    /// without partitions after [`TOPIC_SETTLE`] is refused as usual.
+    async fn find_settled_topic(
+        &self,
+        stream: &str,
+        stream_id: u32,
+        topic: &str,
+    ) -> Result<Option<TopicInfo>, LogError> {
+        let deadline = tokio::time::Instant::now() + TOPIC_SETTLE;
+        loop {
+            match self.find_topic(stream, stream_id, topic).await {
+                Err(LogError::NoPartitions { .. }) if tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                found => return found,
+            }
+        }
+    }
+
     /// One poll of a partition as the plain reader (never commits).
     async fn poll_once(
         &self,
@@ -369,7 +394,7 @@ impl Log for IggyLog {
         named("stream", stream)?;
         named("topic", topic)?;
         let stream_id = self.ensure_stream(stream).await?.id;
-        let info = match self.find_topic(stream, stream_id, topic).await? {
+        let info = match self.find_settled_topic(stream, stream_id, topic).await? {
             Some(info) => info,
             None => {
                 let created = self
@@ -393,7 +418,7 @@ impl Log for IggyLog {
                         partitions: details.partitions_count,
                     },
                     Err(IggyError::TopicNameAlreadyExists(..)) => self
-                        .find_topic(stream, stream_id, topic)
+                        .find_settled_topic(stream, stream_id, topic)
                         .await?
                         .ok_or_else(|| {
                             LogError::Backend(format!(
