@@ -44,6 +44,7 @@ mod reassembly;
 mod record;
 pub mod replay;
 mod retry;
+mod sqlite;
 mod topology;
 pub mod trust;
 pub mod worker;

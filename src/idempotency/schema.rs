@@ -9,10 +9,10 @@
 //! holds where each reply partition's catch-up stopped, `marks` the records
 //! that show which log the rows came from (see `marks.rs`).
 
-use std::path::Path;
-use std::time::Duration;
-
 use rusqlite::{Connection, TransactionBehavior};
+use std::path::Path;
+
+use crate::sqlite;
 
 /// `PRAGMA user_version` of the tables below.
 const VERSION: i32 = 2;
@@ -72,9 +72,15 @@ pub(super) enum Opened {
 /// Opens the database at `path`, creating or replacing the tables as needed.
 /// Fails with the version found when a newer agdx wrote the file.
 pub(super) fn open(path: &Path) -> Result<(Connection, Opened), OpenError> {
-    let mut conn = Connection::open(path)?;
-    conn.busy_timeout(Duration::from_secs(30))?;
-    conn.execute_batch("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;")?;
+    let mut conn = sqlite::open_retrying(
+        || {
+            let conn = Connection::open(path)?;
+            conn.busy_handler(Some(sqlite::busy_wait))?;
+            conn.execute_batch("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;")?;
+            Ok(conn)
+        },
+        sqlite::is_busy,
+    )?;
     // One process at a time sets the tables up.
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let version: i32 = tx.query_row("PRAGMA user_version", [], |row| row.get(0))?;
@@ -111,5 +117,37 @@ pub(super) enum OpenError {
 impl From<rusqlite::Error> for OpenError {
     fn from(error: rusqlite::Error) -> Self {
         OpenError::Sqlite(error)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Barrier};
+
+    #[test]
+    fn workers_opening_a_new_store_at_once_all_open_it() {
+        const OPENERS: usize = 8;
+        for _ in 0..20 {
+            let dir = tempfile::tempdir().unwrap();
+            let path = Arc::new(dir.path().join("keys.sqlite3"));
+            let start = Arc::new(Barrier::new(OPENERS));
+            let openers: Vec<_> = (0..OPENERS)
+                .map(|_| {
+                    let (path, start) = (path.clone(), start.clone());
+                    std::thread::spawn(move || {
+                        start.wait();
+                        open(&path).map(|_| ())
+                    })
+                })
+                .collect();
+            for opener in openers {
+                match opener.join().unwrap() {
+                    Ok(()) => {}
+                    Err(OpenError::Sqlite(error)) => panic!("an opener failed: {error}"),
+                    Err(OpenError::Newer(version)) => panic!("an opener saw version {version}"),
+                }
+            }
+        }
     }
 }

@@ -12,6 +12,7 @@ use std::time::Duration;
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
 use super::Fault;
+use crate::sqlite;
 
 /// The database of records and offsets inside the log directory.
 pub(super) const DB_FILE: &str = "log.sqlite3";
@@ -132,18 +133,6 @@ pub(super) enum Durability {
     Leases,
 }
 
-/// Waits for another connection's write lock on the records: short sleeps,
-/// giving up (`SQLITE_BUSY`, reported as a retryable storage error) after
-/// about 10 s.
-fn busy_wait(attempt: i32) -> bool {
-    match attempt {
-        0..100 => std::thread::sleep(Duration::from_millis(1)),
-        100..2_000 => std::thread::sleep(Duration::from_millis(5)),
-        _ => return false,
-    }
-    true
-}
-
 /// Waits for another connection's write lock on the group leases, which
 /// only renewals and leaves take, for a few milliseconds each: gives up
 /// after about 0.6 s, well within a lease, so a renewal that fails is
@@ -170,7 +159,7 @@ pub(super) fn connect(
     }
     let conn = Connection::open_with_flags(db, flags)?;
     let (synchronous, wait): (_, fn(i32) -> bool) = match durability {
-        Durability::Full => ("FULL", busy_wait),
+        Durability::Full => ("FULL", sqlite::busy_wait),
         Durability::Leases => ("NORMAL", busy_wait_leases),
     };
     conn.busy_handler(Some(wait))?;
@@ -180,32 +169,23 @@ pub(super) fn connect(
 }
 
 /// Opens a connection to the database file `db` (created when missing)
-/// and prepares it: WAL mode, the schema of `database`. Processes opening a
-/// new file at once can deadlock switching it to WAL (each holds a read
-/// lock and wants the exclusive one); SQLite then fails one of them at
-/// once with `SQLITE_BUSY` instead of waiting, so that one tries again on a
-/// new connection, for as long as a write would wait.
+/// and prepares it: WAL mode, the schema of `database`. Starts over on a
+/// new connection when another one switching the file to WAL at the same
+/// time makes SQLite fail this one at once (see [`sqlite::open_retrying`]).
 pub(super) fn open(
     db: &Path,
     durability: Durability,
     location: &str,
     database: &Database,
 ) -> Result<Connection, Fault> {
-    let mut attempt = 0;
-    loop {
-        let prepared = connect(db, durability, true).and_then(|mut conn| {
+    sqlite::open_retrying(
+        || {
+            let mut conn = connect(db, durability, true)?;
             prepare(&mut conn, location, database)?;
             Ok(conn)
-        });
-        match prepared {
-            Err(Fault::Sql(rusqlite::Error::SqliteFailure(e, _)))
-                if e.code == rusqlite::ErrorCode::DatabaseBusy && busy_wait(attempt) =>
-            {
-                attempt += 1;
-            }
-            outcome => return outcome,
-        }
-    }
+        },
+        |fault| matches!(fault, Fault::Sql(e) if sqlite::is_busy(e)),
+    )
 }
 
 /// Switches the database to WAL mode and creates the schema of `database`
