@@ -9,7 +9,11 @@
 //! With a [`PlainIggyTarget`], each round also runs the plain client's
 //! ping-pong: `concurrency` pairs, each a pinger that sends one message and
 //! busy-polls for the answer, and a ponger that busy-polls for the message
-//! and sends the answer back. The pinger sends the very bytes (payload and
+//! and sends the answer back. The pairs spread over as many partitions as
+//! the asks do, each pair going round its own share of them, one message
+//! after another: on a server with several shards, as many ping-pongs as
+//! asks meet a partition of another shard than their connection's. The
+//! pinger sends the very bytes (payload and
 //! headers) of the command record an ask wrote, the ponger those of its
 //! reply record; with `durability=fsync` each send is flushed with fsync, as
 //! each of our appends is. The two take turns round by round (who goes
@@ -560,7 +564,8 @@ fn process_cpu() -> Duration {
 }
 
 /// The plain client's ping-pong pairs: a pinger connection and a ponger
-/// connection, pair `i` on partition `i` of the `ping` and `pong` topics.
+/// connection, pair `i` going round its partitions of the `ping` and `pong`
+/// topics (see [`pair_partitions`]).
 struct PingPong {
     pinger: Arc<PlainClient>,
     ponger: Arc<PlainClient>,
@@ -568,7 +573,7 @@ struct PingPong {
     pong: TopicInfo,
     command: OutgoingRecord,
     reply: OutgoingRecord,
-    /// The next offset to read, per pair, of ping and of pong.
+    /// The next offset to read, per partition, of ping and of pong.
     next: std::sync::Mutex<Vec<(u64, u64)>>,
     stream_id: u32,
 }
@@ -584,9 +589,10 @@ impl PingPong {
     ) -> Result<Self, BenchError> {
         let pairs = u32::try_from(options.concurrency)
             .map_err(|_| BenchError::Options("--concurrency is too large".into()))?;
+        let partitions = pairs.max(options.partitions);
         let stream = format!("{stream}-plain");
-        let ping = log.ensure_topic(&stream, "ping", pairs).await?;
-        let pong = log.ensure_topic(&stream, "pong", pairs).await?;
+        let ping = log.ensure_topic(&stream, "ping", partitions).await?;
+        let pong = log.ensure_topic(&stream, "pong", partitions).await?;
         Ok(Self {
             pinger: Arc::new(PlainClient::connect(target).await?),
             ponger: Arc::new(PlainClient::connect(target).await?),
@@ -595,7 +601,7 @@ impl PingPong {
             pong,
             command,
             reply,
-            next: std::sync::Mutex::new(vec![(0, 0); options.concurrency]),
+            next: std::sync::Mutex::new(vec![(0, 0); partitions as usize]),
         })
     }
 
@@ -608,9 +614,16 @@ impl PingPong {
             .clone();
         let started = Instant::now();
         let mut tasks = Vec::with_capacity(options.concurrency);
-        for (i, (ping_from, pong_from)) in offsets.into_iter().enumerate() {
+        for i in 0..options.concurrency {
             let count = share(options, i as u64);
-            let partition = i as u32;
+            let partitions = pair_partitions(i, options.concurrency, self.ping.partitions);
+            let from = |side: fn(&(u64, u64)) -> u64| -> Vec<u64> {
+                partitions
+                    .iter()
+                    .map(|&p| side(&offsets[p as usize]))
+                    .collect()
+            };
+            let (ping_from, pong_from) = (from(|o| o.0), from(|o| o.1));
             let pinger = Pinger {
                 client: self.pinger.clone(),
                 ping: self.ping.clone(),
@@ -624,21 +637,25 @@ impl PingPong {
                 record: self.reply.clone(),
             };
             tasks.push(tokio::spawn(async move {
-                let answering =
-                    tokio::spawn(async move { ponger.answer(partition, ping_from, count).await });
-                let latencies = pinger.ping(partition, pong_from, count).await;
+                let answering = tokio::spawn({
+                    let partitions = partitions.clone();
+                    async move { ponger.answer(&partitions, ping_from, count).await }
+                });
+                let latencies = pinger.ping(&partitions, pong_from, count).await;
                 let answered = answering.await.map_err(join_error)?;
                 let (latencies, pong_next) = latencies?;
                 let ping_next = answered?;
-                Ok::<_, BenchError>((latencies, (ping_next, pong_next)))
+                Ok::<_, BenchError>((latencies, partitions, ping_next, pong_next))
             }));
         }
         let mut latencies = Vec::with_capacity(options.requests as usize);
-        let mut next = Vec::with_capacity(options.concurrency);
+        let mut next = offsets;
         for task in tasks {
-            let (pair, offsets) = task.await.map_err(join_error)??;
+            let (pair, partitions, ping_next, pong_next) = task.await.map_err(join_error)??;
             latencies.extend(pair);
-            next.push(offsets);
+            for (j, p) in partitions.into_iter().enumerate() {
+                next[p as usize] = (ping_next[j], pong_next[j]);
+            }
         }
         let elapsed = started.elapsed();
         *self
@@ -692,29 +709,61 @@ impl Pinger {
         }
     }
 
-    /// `count` round trips; their latencies and the next pong offset.
+    /// `count` round trips, going round `partitions` (reading pong from
+    /// `from`, one offset per partition); their latencies and the next pong
+    /// offsets.
     async fn ping(
         &self,
-        partition: u32,
-        mut from: u64,
+        partitions: &[u32],
+        mut from: Vec<u64>,
         count: u64,
-    ) -> Result<(Vec<Duration>, u64), BenchError> {
+    ) -> Result<(Vec<Duration>, Vec<u64>), BenchError> {
         let mut latencies = Vec::with_capacity(count as usize);
-        for _ in 0..count {
+        for j in (0..partitions.len()).cycle().take(count as usize) {
             let started = Instant::now();
-            self.send(partition).await?;
-            from = self.wait(partition, from).await?;
+            self.send(partitions[j]).await?;
+            from[j] = self.wait(partitions[j], from[j]).await?;
             latencies.push(started.elapsed());
         }
         Ok((latencies, from))
     }
 
-    /// Answers `count` pings; the next ping offset.
-    async fn answer(&self, partition: u32, mut from: u64, count: u64) -> Result<u64, BenchError> {
-        for _ in 0..count {
-            from = self.wait(partition, from).await?;
-            self.send(partition).await?;
+    /// Answers `count` pings, going round `partitions` as the pinger does;
+    /// the next ping offsets.
+    async fn answer(
+        &self,
+        partitions: &[u32],
+        mut from: Vec<u64>,
+        count: u64,
+    ) -> Result<Vec<u64>, BenchError> {
+        for j in (0..partitions.len()).cycle().take(count as usize) {
+            from[j] = self.wait(partitions[j], from[j]).await?;
+            self.send(partitions[j]).await?;
         }
         Ok(from)
+    }
+}
+
+/// The partitions ping-pong pair `pair` of `pairs` goes round: every
+/// `pairs`-th of `partitions` from `pair` on, so the pairs share the
+/// partitions out between them (a topic has at least `pairs`).
+fn pair_partitions(pair: usize, pairs: usize, partitions: u32) -> Vec<u32> {
+    (0..partitions).skip(pair).step_by(pairs).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ping_pong_pairs_share_the_partitions_out_between_them() {
+        assert_eq!(pair_partitions(0, 1, 8), (0..8).collect::<Vec<_>>());
+        assert_eq!(pair_partitions(1, 3, 8), [1, 4, 7]);
+        let mut shared: Vec<u32> = (0..3)
+            .flat_map(|pair| pair_partitions(pair, 3, 8))
+            .collect();
+        shared.sort_unstable();
+        assert_eq!(shared, (0..8).collect::<Vec<_>>(), "each partition once");
+        assert_eq!(pair_partitions(4, 5, 5), [4], "one partition a pair");
     }
 }

@@ -49,6 +49,7 @@ mod errors;
 mod group;
 mod records;
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
@@ -75,9 +76,10 @@ const MAX_PARTITIONS: u32 = iggy_common::MAX_PARTITIONS_COUNT;
 
 /// Shortest and longest pause between polls while waiting for records.
 /// Iggy has no long poll, so a waiting reader asks again; the pause is a
-/// tenth of the time the partition has been quiet, so a busy partition is
-/// read within a millisecond or two of an append from another process, and
-/// an idle one costs at most ten requests a second.
+/// tenth of the time since records from elsewhere last came, so a partition
+/// another process appends to busily is read within a millisecond or two of
+/// an append, and one that only this process appends to (whose appends wake
+/// its polls at once) or nobody does costs at most ten requests a second.
 const POLL_PAUSE_MIN: Duration = Duration::from_millis(1);
 const POLL_PAUSE_MAX: Duration = Duration::from_millis(100);
 
@@ -99,8 +101,28 @@ type PartitionKey = (String, u32, u32, u32);
 
 /// Waiters of this process per partition. An append through any handle in
 /// this process wakes them at once instead of at their next poll.
-static APPENDED: LazyLock<dashmap::DashMap<PartitionKey, Arc<tokio::sync::Notify>>> =
+static APPENDED: LazyLock<dashmap::DashMap<PartitionKey, Arc<Appended>>> =
     LazyLock::new(dashmap::DashMap::new);
+
+/// This process's appends to one partition: the wake-up of its waiting
+/// polls, and how many appends there were.
+#[derive(Default)]
+struct Appended {
+    wake: tokio::sync::Notify,
+    appends: AtomicU64,
+}
+
+impl Appended {
+    /// Counts an append and wakes the waiting polls.
+    fn append(&self) {
+        self.appends.fetch_add(1, Ordering::Relaxed);
+        self.wake.notify_waiters();
+    }
+
+    fn count(&self) -> u64 {
+        self.appends.load(Ordering::Relaxed)
+    }
+}
 
 /// A log on an Apache Iggy server.
 pub struct IggyLog {
@@ -116,15 +138,47 @@ pub struct IggyLog {
 /// What the last polls of a partition that found records saw.
 #[derive(Debug, Clone, Copy)]
 struct Reading {
-    /// When a poll last found records (or the first poll asked).
+    /// When a poll last found records appended elsewhere (or the first poll
+    /// asked).
     active_at: tokio::time::Instant,
+    /// This process's appends to the partition so far (see [`Appended`])
+    /// when a poll last found records.
+    local_appends: u64,
     /// The largest payload of that poll; `None` before any.
     largest: Option<usize>,
-    /// Until when polls ask again without pausing ([`Log::expect`]).
-    eager_until: Option<tokio::time::Instant>,
+    /// When a record was last expected ([`Log::expect`]), until a poll
+    /// finds records.
+    expected_at: Option<tokio::time::Instant>,
 }
 
 impl Reading {
+    fn new(now: tokio::time::Instant, local_appends: u64) -> Self {
+        Self {
+            active_at: now,
+            local_appends,
+            largest: None,
+            expected_at: None,
+        }
+    }
+
+    /// The reading after a poll at `now` found records, the largest
+    /// `largest` bytes, when this process had appended `local_appends`
+    /// times. Records that came after an append of this process are taken
+    /// for its own: its appends wake its polls, so they do not shorten the
+    /// pause for records from elsewhere. (A record from elsewhere found
+    /// along with them is read all the same; only the pause before the
+    /// next one stays as long as the quiet from elsewhere.)
+    fn found(&self, now: tokio::time::Instant, largest: Option<usize>, local_appends: u64) -> Self {
+        let from_here = local_appends != self.local_appends;
+        Self {
+            active_at: if from_here { self.active_at } else { now },
+            local_appends,
+            largest,
+            // What was expected came.
+            expected_at: None,
+        }
+    }
+
     /// How many records to ask for: as many as fit the byte budget if each
     /// were as large as the largest seen last (before any poll found one,
     /// as large as [`ASSUMED_RECORD_BYTES`]).
@@ -134,13 +188,16 @@ impl Reading {
         fit.clamp(1, max)
     }
 
-    /// The pause before asking again: none while a record is expected,
-    /// else a tenth of the quiet time so far.
+    /// The pause before asking again: none for [`EAGER_FOR`] after a
+    /// record was expected, then a tenth of the time since it was; with
+    /// nothing expected, a tenth of the quiet time so far.
     fn pause(&self, now: tokio::time::Instant) -> Duration {
-        if self.eager_until.is_some_and(|until| now < until) {
-            return Duration::ZERO;
-        }
-        ((now - self.active_at) / 10).clamp(POLL_PAUSE_MIN, POLL_PAUSE_MAX)
+        let since = match self.expected_at {
+            Some(expected) if now - expected < EAGER_FOR => return Duration::ZERO,
+            Some(expected) => expected,
+            None => self.active_at,
+        };
+        ((now - since) / 10).clamp(POLL_PAUSE_MIN, POLL_PAUSE_MAX)
     }
 }
 
@@ -192,7 +249,7 @@ impl IggyLog {
     }
 
     /// The wake-up of a partition, shared by the handles of this process.
-    fn appended(&self, topic: &TopicInfo, partition: u32) -> Arc<tokio::sync::Notify> {
+    fn appended(&self, topic: &TopicInfo, partition: u32) -> Arc<Appended> {
         let key = (
             self.target.describe(),
             topic.stream_id,
@@ -481,7 +538,7 @@ impl Log for IggyLog {
             })?;
         // Readable from now on, for any client: readers of this process
         // read it while the flush runs, as readers elsewhere may.
-        self.appended(topic, partition).notify_waiters();
+        self.appended(topic, partition).append();
         if self.durability() == Durability::Fsync {
             self.flush_appended(topic, partition).await?;
         }
@@ -503,14 +560,13 @@ impl Log for IggyLog {
         let appended = self.appended(topic, partition);
         loop {
             // Armed before the poll, so an append in between is not missed.
-            let woken = appended.notified();
+            let woken = appended.wake.notified();
             tokio::pin!(woken);
             woken.as_mut().enable();
-            let reading = *self.reading.entry(key).or_insert_with(|| Reading {
-                active_at: tokio::time::Instant::now(),
-                largest: None,
-                eager_until: None,
-            });
+            let reading = *self
+                .reading
+                .entry(key)
+                .or_insert_with(|| Reading::new(tokio::time::Instant::now(), appended.count()));
             let polled = self
                 .poll_once(
                     topic,
@@ -522,15 +578,8 @@ impl Log for IggyLog {
             let now = tokio::time::Instant::now();
             if !polled.messages.is_empty() {
                 let largest = polled.messages.iter().map(|m| m.payload.len()).max();
-                self.reading.insert(
-                    key,
-                    Reading {
-                        active_at: now,
-                        largest,
-                        // What was expected came: no more eager polls.
-                        eager_until: None,
-                    },
-                );
+                self.reading
+                    .insert(key, reading.found(now, largest, appended.count()));
                 return readable_records(topic, partition, from, polled);
             }
             if now >= deadline {
@@ -550,19 +599,15 @@ impl Log for IggyLog {
 
     fn expect(&self, topic: &TopicInfo, partition: u32) {
         let now = tokio::time::Instant::now();
+        let appended = self.appended(topic, partition);
         let mut reading = self
             .reading
             .entry((topic.stream_id, topic.topic_id, partition))
-            .or_insert(Reading {
-                active_at: now,
-                largest: None,
-                eager_until: None,
-            });
-        reading.active_at = now;
-        reading.eager_until = Some(now + EAGER_FOR);
+            .or_insert_with(|| Reading::new(now, appended.count()));
+        reading.expected_at = Some(now);
         drop(reading);
         // A poll pausing now asks again at once.
-        self.appended(topic, partition).notify_waiters();
+        appended.wake.notify_waiters();
     }
 
     async fn last_offset(
@@ -673,9 +718,8 @@ mod tests {
     fn a_poll_asks_for_what_fits_the_byte_budget() {
         let now = tokio::time::Instant::now();
         let reading = |largest| Reading {
-            active_at: now,
             largest,
-            eager_until: None,
+            ..Reading::new(now, 0)
         };
         assert_eq!(
             reading(None).count(2048),
@@ -691,18 +735,57 @@ mod tests {
     #[test]
     fn waiting_polls_back_off_with_the_quiet_time() {
         let start = tokio::time::Instant::now();
-        let mut reading = Reading {
-            active_at: start,
-            largest: None,
-            eager_until: None,
+        let reading = Reading::new(start, 0);
+        let after = |ms| reading.pause(start + Duration::from_millis(ms));
+        assert_eq!(after(0), POLL_PAUSE_MIN);
+        assert_eq!(after(50), Duration::from_millis(5));
+        assert_eq!(after(600), Duration::from_millis(60));
+        assert_eq!(after(60_000), POLL_PAUSE_MAX);
+    }
+
+    #[test]
+    fn an_expected_record_is_asked_for_at_once_then_after_pauses_from_when_it_was_expected() {
+        let start = tokio::time::Instant::now();
+        let at = |ms| start + Duration::from_millis(ms);
+        let reading = Reading {
+            expected_at: Some(at(900)),
+            ..Reading::new(start, 0)
         };
-        let after = |reading: &Reading, ms| reading.pause(start + Duration::from_millis(ms));
-        assert_eq!(after(&reading, 0), POLL_PAUSE_MIN);
-        assert_eq!(after(&reading, 50), Duration::from_millis(5));
-        assert_eq!(after(&reading, 600), Duration::from_millis(60));
-        assert_eq!(after(&reading, 60_000), POLL_PAUSE_MAX);
-        reading.eager_until = Some(start + EAGER_FOR);
-        assert_eq!(after(&reading, 0), Duration::ZERO, "a record is expected");
-        assert_eq!(after(&reading, 600), Duration::from_millis(60));
+        assert_eq!(
+            reading.pause(at(900)),
+            Duration::ZERO,
+            "a record is expected"
+        );
+        assert_eq!(
+            reading.pause(at(1000)),
+            Duration::from_millis(10),
+            "a tenth of the wait for it, not of the quiet before"
+        );
+        let came = reading.found(at(1000), None, 1);
+        assert_eq!(came.expected_at, None, "what was expected came");
+        assert_eq!(
+            came.pause(at(1000)),
+            POLL_PAUSE_MAX,
+            "it came from this process: back to the quiet from elsewhere"
+        );
+    }
+
+    #[test]
+    fn only_records_from_elsewhere_shorten_the_pause() {
+        let start = tokio::time::Instant::now();
+        let at = |ms| start + Duration::from_millis(ms);
+        let reading = Reading::new(start, 3);
+        let own = reading.found(at(500), Some(10), 4);
+        assert_eq!(
+            own.pause(at(500)),
+            Duration::from_millis(50),
+            "records after an append of this process: as quiet as before"
+        );
+        let elsewhere = own.found(at(600), Some(10), 4);
+        assert_eq!(
+            elsewhere.pause(at(600)),
+            POLL_PAUSE_MIN,
+            "records with no append of this process since: from elsewhere"
+        );
     }
 }
