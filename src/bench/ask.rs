@@ -11,14 +11,13 @@
 //! busy-polls for the answer, and a ponger that busy-polls for the message
 //! and sends the answer back. The pairs spread over as many partitions as
 //! the asks do, each pair going round its own share of them, one message
-//! after another: on a server with several shards, as many ping-pongs as
-//! asks meet a partition of another shard than their connection's. The
-//! pinger sends the very bytes (payload and
-//! headers) of the command record an ask wrote, the ponger those of its
-//! reply record; with `durability=fsync` each send is flushed with fsync, as
-//! each of our appends is. The two take turns round by round (who goes
-//! first alternating); the report gives the median over the rounds of each
-//! round's percentiles, and the ratios ours/plain.
+//! after another, so both meet the same partitions (which a server with
+//! several shards spreads over them). The pinger sends the very bytes
+//! (payload and headers) of the command record an ask wrote, the ponger
+//! those of its reply record; with `durability=fsync` each send is flushed
+//! with fsync, as each of our appends is. The two take turns round by round
+//! (who goes first alternating); the report gives the median over the
+//! rounds of each round's percentiles, and the ratios ours/plain.
 //!
 //! With `breakdown`, asks one at a time while noting each append and poll
 //! on the log (see [`super::timing`]) and prints the median time of
