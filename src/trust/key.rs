@@ -23,7 +23,7 @@
 
 use std::fmt;
 use std::io::Write;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
@@ -273,8 +273,7 @@ pub(crate) fn read_seed(path: &Path) -> Result<SigningKey, KeyFileError> {
         source,
     };
     let file = std::fs::File::open(path).map_err(io)?;
-    let mode = file.metadata().map_err(io)?.permissions().mode() & 0o777;
-    if mode & 0o077 != 0 {
+    if let Some(mode) = crate::file_mode::shared(&file).map_err(io)? {
         return Err(KeyFileError::Exposed {
             path: path.to_owned(),
             mode,

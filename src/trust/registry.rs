@@ -24,7 +24,9 @@
 //! }
 //! ```
 //!
-//! `agdx keys generate|list|revoke` edit and show it.
+//! `agdx keys generate|list|revoke` edit and show it. A registry file that
+//! anyone may write is refused: whoever can change it decides which keys
+//! are trusted.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -161,6 +163,17 @@ pub enum RegistryError {
         /// What the system said.
         source: std::io::Error,
     },
+    /// Anyone may write the file, so anyone could enroll a key.
+    #[error(
+        "key registry {} can be changed by anyone (mode {mode:04o}), and it decides which keys are trusted: run `chmod o-w {}`",
+        path.display(), path.display()
+    )]
+    WorldWritable {
+        /// The registry file.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+    },
     /// The file is not a registry.
     #[error(
         "key registry {}: {source}; it is JSON {{\"keys\": [{{\"key_id\", \"principal\", \"kind\", \"public_key\", \"valid_from\"?, \"valid_to\"?, \"revoked_at\"?}}]}} (`agdx keys generate` writes it)",
@@ -202,6 +215,7 @@ impl RegistryError {
                 source.kind(),
                 std::io::ErrorKind::Interrupted | std::io::ErrorKind::WouldBlock
             ),
+            RegistryError::WorldWritable { .. } => false,
             RegistryError::Format { .. } => false,
             RegistryError::KeyIdMismatch { .. } => false,
             RegistryError::Duplicate(_) => false,
@@ -230,12 +244,21 @@ impl KeyRegistry {
         Self::default()
     }
 
-    /// Reads a registry file.
+    /// Reads a registry file, refusing one anyone may write.
     pub fn load(path: &Path) -> Result<Self, RegistryError> {
-        let text = std::fs::read_to_string(path).map_err(|source| RegistryError::Io {
+        let io = |source| RegistryError::Io {
             path: path.to_owned(),
             source,
-        })?;
+        };
+        let file = std::fs::File::open(path).map_err(io)?;
+        if let Some(mode) = crate::file_mode::world_writable(&file).map_err(io)? {
+            return Err(RegistryError::WorldWritable {
+                path: path.to_owned(),
+                mode,
+            });
+        }
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut &file, &mut text).map_err(io)?;
         Self::from_json(&text).map_err(|error| match error {
             RegistryError::Format { source, .. } => RegistryError::Format {
                 path: path.to_owned(),
