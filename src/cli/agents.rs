@@ -8,7 +8,7 @@ use agdx::cards::{LiveAgent, LiveAgents};
 use agdx::{Clock, SystemClock};
 
 use super::context::{Failure, Global};
-use super::view::human_micros;
+use super::view::{human_micros, printable};
 
 /// Lists every agent with a fresh card on agent.registry: the operations
 /// it handles, its live pool members, when it was last seen and when its
@@ -60,7 +60,7 @@ pub fn table(live: &[LiveAgent], now: u64) -> String {
         out.push_str(&format!(
             "{:<16} {:<28} {:>7}  {:<12} {:<12}\n",
             agent.agent.as_str(),
-            agent.operations.join(", "),
+            printable(&agent.operations.join(", ")),
             agent.members.len(),
             format!(
                 "{} ago",

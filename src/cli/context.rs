@@ -62,7 +62,8 @@ pub fn finish(result: Result<(), Failure>) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {
-            eprintln!("agdx: {}", failure.message);
+            // A failure can quote what a peer wrote (an error reply's message).
+            eprintln!("agdx: {}", super::view::printable(&failure.message));
             ExitCode::from(failure.code)
         }
     }
