@@ -32,6 +32,8 @@ use ed25519_dalek::{SigningKey, VerifyingKey};
 use sha2::{Digest, Sha256};
 use zeroize::Zeroizing;
 
+use crate::file_mode::{Refused, read_text, shared};
+
 /// Length of an Ed25519 seed (the secret a key file holds).
 pub const SEED_LEN: usize = 32;
 /// Length of an Ed25519 public (verifying) key.
@@ -268,19 +270,16 @@ pub(crate) fn random_seed() -> Result<Zeroizing<[u8; SEED_LEN]>, KeyFileError> {
 
 /// Reads the seed of a secret key file, refusing one others can access.
 pub(crate) fn read_seed(path: &Path) -> Result<SigningKey, KeyFileError> {
-    let io = |source| KeyFileError::Io {
-        path: path.to_owned(),
-        source,
-    };
-    let file = std::fs::File::open(path).map_err(io)?;
-    if let Some(mode) = crate::file_mode::shared(&file).map_err(io)? {
-        return Err(KeyFileError::Exposed {
+    let text = read_text(path, shared).map_err(|refused| match refused {
+        Refused::Io(source) => KeyFileError::Io {
+            path: path.to_owned(),
+            source,
+        },
+        Refused::Mode(mode) => KeyFileError::Exposed {
             path: path.to_owned(),
             mode,
-        });
-    }
-    let mut text = Zeroizing::new(String::new());
-    std::io::Read::read_to_string(&mut &file, &mut text).map_err(io)?;
+        },
+    })?;
     let digits: Zeroizing<String> =
         Zeroizing::new(text.chars().filter(|c| !c.is_whitespace()).collect());
     let mut seed = Zeroizing::new([0; SEED_LEN]);

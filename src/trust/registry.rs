@@ -36,6 +36,7 @@ use serde::{Deserialize, Serialize};
 
 use super::key::{KeyId, PublicKey};
 use super::time::{format_time, rfc3339_opt};
+use crate::file_mode::{Refused, read_text, world_writable};
 
 /// What a key may sign.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -246,19 +247,16 @@ impl KeyRegistry {
 
     /// Reads a registry file, refusing one anyone may write.
     pub fn load(path: &Path) -> Result<Self, RegistryError> {
-        let io = |source| RegistryError::Io {
-            path: path.to_owned(),
-            source,
-        };
-        let file = std::fs::File::open(path).map_err(io)?;
-        if let Some(mode) = crate::file_mode::world_writable(&file).map_err(io)? {
-            return Err(RegistryError::WorldWritable {
+        let text = read_text(path, world_writable).map_err(|refused| match refused {
+            Refused::Io(source) => RegistryError::Io {
+                path: path.to_owned(),
+                source,
+            },
+            Refused::Mode(mode) => RegistryError::WorldWritable {
                 path: path.to_owned(),
                 mode,
-            });
-        }
-        let mut text = String::new();
-        std::io::Read::read_to_string(&mut &file, &mut text).map_err(io)?;
+            },
+        })?;
         Self::from_json(&text).map_err(|error| match error {
             RegistryError::Format { source, .. } => RegistryError::Format {
                 path: path.to_owned(),

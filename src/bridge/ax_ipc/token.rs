@@ -29,6 +29,8 @@ use hmac::{KeyInit, Mac};
 use sha2::{Digest, Sha256};
 use zeroize::Zeroizing;
 
+use crate::file_mode::{Refused, read_text, shared};
+
 type HmacSha256 = hmac::Hmac<Sha256>;
 
 /// The prefix and version of a minted token.
@@ -180,20 +182,16 @@ impl TokenSecret {
 
 /// The text of a file only its owner may access (a secret or a token list).
 fn read_private(path: &Path) -> Result<Zeroizing<String>, TokenError> {
-    let io = |source| TokenError::Io {
-        path: path.to_owned(),
-        source,
-    };
-    let file = std::fs::File::open(path).map_err(io)?;
-    if let Some(mode) = crate::file_mode::shared(&file).map_err(io)? {
-        return Err(TokenError::Exposed {
+    read_text(path, shared).map_err(|refused| match refused {
+        Refused::Io(source) => TokenError::Io {
+            path: path.to_owned(),
+            source,
+        },
+        Refused::Mode(mode) => TokenError::Exposed {
             path: path.to_owned(),
             mode,
-        });
-    }
-    let mut text = Zeroizing::new(String::new());
-    std::io::Read::read_to_string(&mut &file, &mut text).map_err(io)?;
-    Ok(text)
+        },
+    })
 }
 
 /// The tokens an HTTP bridge accepts.
