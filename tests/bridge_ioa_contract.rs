@@ -37,7 +37,7 @@ fn contract() -> Option<Value> {
             use std::io::Write;
             let _ = writeln!(
                 std::io::stderr(),
-                "ioa contract: skipped: cannot read {} ({error}); the IOA reference contract lives in the shared folder beside the checkout",
+                "ioa contract: skipped: cannot read {} ({error}); the IOA reference server's contract is read from there, beside the checkout, and is not part of the project",
                 path.display()
             );
             None
