@@ -25,7 +25,7 @@ pub struct AgentsArgs {
 }
 
 pub async fn run(global: &Global, args: AgentsArgs) -> Result<(), Failure> {
-    let (log, topology) = global.topology().await?;
+    let (log, topology) = global.read_topology("agdx agents").await?;
     let mut agents = LiveAgents::default();
     loop {
         agents.catch_up(&log, &topology.registry).await?;

@@ -90,7 +90,7 @@ fn parse_reason(text: &str) -> Result<DeadLetterReason, String> {
 }
 
 pub async fn run(global: &Global, command: DlqCommand) -> Result<(), Failure> {
-    let (log, topology) = global.topology().await?;
+    let (log, topology) = global.read_topology("agdx dlq").await?;
     let entries = dead_letters(&log, &topology).await?;
     let resolve = |id: &str| -> Result<&DeadLetterEntry, Failure> {
         let position = parse_id(id, &topology.dlq)?;

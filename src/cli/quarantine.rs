@@ -115,7 +115,7 @@ async fn publish(
 
 async fn list(global: &Global) -> Result<(), Failure> {
     let verifier = global.verifier("quarantine --list")?;
-    let (log, topology) = global.topology().await?;
+    let (log, topology) = global.read_topology("agdx quarantine --list").await?;
     let state = QuarantineFold::read(&log, &topology.registry, verifier).await?;
     let mut any = false;
     for status in state.agents() {
