@@ -13,9 +13,9 @@
 //! so it needs the access key too (a token alone could otherwise take
 //! names others will register).
 //!
-//! Every JSON body nests at most [`MAX_JSON_DEPTH`](super::MAX_JSON_DEPTH) levels, and a path
-//! whose segments do not decode (not UTF-8) gets IOA's JSON error like any
-//! other refusal.
+//! Every JSON body nests at most [`MAX_JSON_DEPTH`](super::MAX_JSON_DEPTH)
+//! levels, and a path whose segments do not decode (not UTF-8) gets IOA's
+//! JSON error like any other refusal.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;

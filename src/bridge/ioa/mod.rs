@@ -75,9 +75,10 @@ use tail::Shared;
 pub struct IoaConfig {
     /// The key that registers nodes (`POST /auth/register`, and
     /// `POST /nodes` with header `X-Access-Key`) and creates spaces
-    /// (`POST /spaces`, header `X-Access-Key`); never empty. With it, `X-Node-ID`
-    /// names the caller of `POST /spaces`, `POST /spaces/{id}/messages` and
-    /// `/mcp`, registered on the fly when new.
+    /// (`POST /spaces`, header `X-Access-Key`); never empty. With it,
+    /// `X-Node-ID` names the caller of `POST /spaces`,
+    /// `POST /spaces/{id}/messages` and `/mcp`, registered on the fly when
+    /// new.
     pub access_key: String,
     /// The id this bridge writes into `bridge_hops` and as its own source.
     pub bridge_id: String,
