@@ -74,7 +74,7 @@ pub enum AskError {
     #[error("the reply body could not be resolved: {0}")]
     ClaimCheck(#[from] ClaimCheckError),
     /// No terminal reply arrived in time.
-    #[error("{}", timeout_message(target.as_ref(), operation, correlation, waited, worker))]
+    #[error("{}", timeout_message(target.as_ref(), operation, correlation, waited, worker, log))]
     Timeout {
         /// The agent asked, when the command named one.
         target: Option<AgentId>,
@@ -86,6 +86,9 @@ pub enum AskError {
         waited: Duration,
         /// Whether a live worker for the target was seen on the registry.
         worker: WorkerSeen,
+        /// The log the command waits on, as [`Log::describe`](crate::log::Log::describe)
+        /// names it: a worker on another log never sees it.
+        log: String,
     },
 }
 
@@ -109,28 +112,28 @@ fn timeout_message(
     correlation: &CorrelationId,
     waited: &Duration,
     worker: &WorkerSeen,
+    log: &str,
 ) -> String {
     let Some(agent) = target else {
         return format!(
-            "no reply to operation '{operation}' (correlation {correlation}) within {waited:?}; the command named no agent (--to), is any worker running on this log?"
+            "no reply to operation '{operation}' (correlation {correlation}) within {waited:?} on {log}; the command named no agent (--to), is any worker running on this log?"
         );
     };
     let head = format!(
-        "no reply from {agent} to operation '{operation}' (correlation {correlation}) within {waited:?}"
+        "no reply from {agent} to operation '{operation}' (correlation {correlation}) within {waited:?} on {log}"
     );
-    let start = format!("start one with `agdx worker --agent {agent} ...`");
     match worker {
-        WorkerSeen::Unchecked => format!(
-            "{head}; is a worker for '{agent}' running on this log (`agdx worker --agent {agent} ...`)?"
-        ),
+        WorkerSeen::Unchecked => {
+            format!("{head}; is a worker for '{agent}' running on this log?")
+        }
         WorkerSeen::Live { .. } => format!(
             "{head}; a worker for '{agent}' is live (its card is fresh) but did not answer in time: it may be busy with earlier commands of this conversation; wait longer (--timeout) or look at `agdx timeline`"
         ),
         WorkerSeen::Gone { .. } => format!(
-            "{head}; no worker for '{agent}' is live (workers were seen, but left or their cards expired); the command waits on the log: {start}"
+            "{head}; no worker for '{agent}' is live (workers were seen, but left or their cards expired); the command waits on the log"
         ),
         WorkerSeen::Never => format!(
-            "{head}; no worker for '{agent}' was seen on this log (no agent card on the registry); the command waits on the log: {start}"
+            "{head}; no worker for '{agent}' was seen on this log (no agent card on the registry); the command waits on the log"
         ),
     }
 }
@@ -413,6 +416,7 @@ impl Requester {
                 correlation,
                 waited,
                 worker: WorkerSeen::Unchecked,
+                log,
             } => {
                 let producer = &self.producer;
                 let worker = worker_seen(producer.log(), producer.topology(), &agent, &self.clock)
@@ -424,6 +428,7 @@ impl Requester {
                     correlation,
                     waited,
                     worker,
+                    log,
                 }
             }
             other => other,
@@ -649,6 +654,7 @@ impl ReplyWatch {
             operation: self.operation.clone(),
             correlation: self.correlation,
             worker: WorkerSeen::Unchecked,
+            log: self.producer.log().describe(),
             waited: Duration::from_millis(
                 self.sent_at
                     .elapsed()

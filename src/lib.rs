@@ -35,6 +35,7 @@ pub mod cards;
 mod claim_check;
 mod clock;
 mod dlq;
+mod file_mode;
 mod idempotency;
 mod ids;
 pub mod log;

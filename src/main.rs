@@ -2,7 +2,6 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
 use tracing_subscriber::prelude::*;
 use tracing_subscriber::{EnvFilter, reload};
 
@@ -30,5 +29,5 @@ fn main() -> ExitCode {
     cli::context::on_finish(move || {
         let _ = handle.reload(EnvFilter::new(format!("{directives},iggy=off")));
     });
-    cli::run(cli::Cli::parse())
+    cli::parse_and_run()
 }

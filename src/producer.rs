@@ -341,7 +341,7 @@ impl Producer {
     /// Appends the bridge `id` to the `bridge_hops` metadata of everything
     /// this producer publishes: an edge bridge writes through such a
     /// producer, so any record it wrote can be recognised when it comes back
-    /// to it (seed 003, "Interop is an edge mapping").
+    /// to it (interop is an edge mapping).
     pub fn with_bridge_hop(self, id: impl Into<String>) -> Self {
         let id = id.into();
         self.with_inner(|inner| inner.bridge_hop = Some(id))

@@ -172,7 +172,9 @@ async fn ask_says_whether_a_worker_for_the_agent_was_seen() {
         };
         let (code, _, stderr) = ask("nobody").await;
         assert_eq!(code, 4);
-        assert!(stderr.starts_with("agdx: no live worker for agent 'nobody' seen — the command waits on the log; start one with agdx worker --agent nobody"), "{stderr}");
+        let warning = format!("agdx: no live worker for agent 'nobody' seen on {} — the command waits on the log; start one", fabric.log.describe());
+        assert!(stderr.starts_with(&warning), "{stderr}");
+        assert!(stderr.contains("worker --agent nobody ...`"), "{stderr}");
         assert!(stderr.contains("no worker for 'nobody' was seen on this log"), "{stderr}");
 
         let running = worker(&fabric, "greeter", Duration::from_secs(60));

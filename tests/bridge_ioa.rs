@@ -702,7 +702,7 @@ async fn the_bridge_command_serves_until_terminated_and_again_after() {
     }
 }
 
-/// The seed's `ioa_space` and `ioa_send` register a new caller: with the
+/// IOA's `ioa_space` and `ioa_send` register a new caller: with the
 /// access key, `X-Node-ID` may name a node nobody registered yet; a bearer
 /// token still acts only as its own node, and a refused write registers
 /// nobody.
@@ -901,7 +901,7 @@ async fn a_new_caller_named_with_the_access_key_is_registered_when_it_joins_or_s
     .await;
 }
 
-/// The seed's external identity: `(namespace, subject)` names one node, so
+/// IOA's external identity: `(namespace, subject)` names one node, so
 /// registering with an identity a node holds answers that node (with a
 /// fresh token), whatever name is given; `/identities` resolves it, the
 /// node binds, rebinds and unbinds its own, and all of it is read back from

@@ -29,9 +29,10 @@ pub enum BenchError {
     /// Publishing the bench commands failed.
     #[error(transparent)]
     Produce(#[from] ProduceError),
-    /// An ask got no answer.
+    /// An ask got no answer. Boxed: an ask's timeout names the agent, the
+    /// operation and the log, which would make every bench result large.
     #[error(transparent)]
-    Ask(#[from] AskError),
+    Ask(Box<AskError>),
     /// The in-process AXON bridge failed.
     #[error(transparent)]
     Bridge(#[from] BridgeError),
@@ -59,6 +60,12 @@ pub enum BenchError {
     /// The bridge answered something other than success.
     #[error("the bridge answered unexpectedly: {0}")]
     Answer(String),
+}
+
+impl From<AskError> for BenchError {
+    fn from(error: AskError) -> Self {
+        BenchError::Ask(Box::new(error))
+    }
 }
 
 /// The value below which `fraction` of the sorted `latencies` fall.

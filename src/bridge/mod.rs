@@ -1,8 +1,8 @@
 //! Edge bridges: agents that speak another protocol working with agents on
 //! the log, neither side changing.
 //!
-//! A bridge translates at the boundary and nowhere else (seed 003, "Interop
-//! is an edge mapping"): what comes in from the outside becomes an ordinary
+//! A bridge translates at the boundary and nowhere else (interop is an
+//! edge mapping): what comes in from the outside becomes an ordinary
 //! AGDX command or event on the log, written through the same
 //! [`Producer`](crate::Producer) and answered through the same
 //! [`Requester`](crate::Requester) as any other agent's; the answer is

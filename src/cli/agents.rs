@@ -8,7 +8,7 @@ use agdx::cards::{LiveAgent, LiveAgents};
 use agdx::{Clock, SystemClock};
 
 use super::context::{Failure, Global};
-use super::view::human_micros;
+use super::view::{human_micros, printable};
 
 /// Lists every agent with a fresh card on agent.registry: the operations
 /// it handles, its live pool members, when it was last seen and when its
@@ -25,7 +25,7 @@ pub struct AgentsArgs {
 }
 
 pub async fn run(global: &Global, args: AgentsArgs) -> Result<(), Failure> {
-    let (log, topology) = global.topology().await?;
+    let (log, topology) = global.read_topology("agdx agents").await?;
     let mut agents = LiveAgents::default();
     loop {
         agents.catch_up(&log, &topology.registry).await?;
@@ -60,7 +60,7 @@ pub fn table(live: &[LiveAgent], now: u64) -> String {
         out.push_str(&format!(
             "{:<16} {:<28} {:>7}  {:<12} {:<12}\n",
             agent.agent.as_str(),
-            agent.operations.join(", "),
+            printable(&agent.operations.join(", ")),
             agent.members.len(),
             format!(
                 "{} ago",

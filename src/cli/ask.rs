@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use agdx::cards::worker_seen;
+use agdx::cards::{WorkerSeen, worker_seen};
 use agdx::wire::StatusOperation;
 use agdx::{AskError, ReplyEvent, ReplyWatch, Requester, StreamEnd, system_clock};
 
@@ -43,7 +43,9 @@ pub async fn run(global: &Global, args: AskArgs) -> Result<(), Failure> {
         let seen = worker_seen(producer.log(), producer.topology(), agent, &system_clock()).await;
         if seen.is_ok_and(|seen| !seen.is_live()) {
             eprintln!(
-                "agdx: no live worker for agent '{agent}' seen — the command waits on the log; start one with agdx worker --agent {agent} …"
+                "agdx: no live worker for agent '{agent}' seen on {} — the command waits on the log; {}",
+                producer.log().describe(),
+                global.worker_advice(agent.as_str())
             );
         }
     }
@@ -53,7 +55,7 @@ pub async fn run(global: &Global, args: AskArgs) -> Result<(), Failure> {
     }
     let printed = match requester.send(request).await {
         Ok(mut watch) => {
-            let printed = print_replies(&requester, &mut watch, args.timeout).await;
+            let printed = print_replies(global, &requester, &mut watch, args.timeout).await;
             if watch.unverified() > 0 {
                 eprintln!(
                     "agdx: ignored {} repl{} that did not verify (unsigned, forged, or not signed by the agent asked)",
@@ -63,7 +65,7 @@ pub async fn run(global: &Global, args: AskArgs) -> Result<(), Failure> {
             }
             printed
         }
-        Err(error) => Err(ask_failure(error)),
+        Err(error) => Err(ask_failure(global, error)),
     };
     requester.close().await;
     printed
@@ -72,6 +74,7 @@ pub async fn run(global: &Global, args: AskArgs) -> Result<(), Failure> {
 /// Prints the replies as they come until the first terminal one; each sign of
 /// life from the worker starts the `timeout` wait over.
 async fn print_replies(
+    global: &Global,
     requester: &Requester,
     watch: &mut ReplyWatch,
     timeout: Duration,
@@ -82,7 +85,7 @@ async fn print_replies(
     loop {
         let event = match watch.next_until(deadline).await {
             Ok(event) => event,
-            Err(error) => return Err(ask_failure(requester.explain(error).await)),
+            Err(error) => return Err(ask_failure(global, requester.explain(error).await)),
         };
         match event {
             ReplyEvent::Status(status) => {
@@ -98,7 +101,7 @@ async fn print_replies(
                 finish_line(&mut stdout, &reply.body)?;
                 return Ok(());
             }
-            ReplyEvent::Error(error) => return Err(ask_failure(AskError::Remote(error))),
+            ReplyEvent::Error(error) => return Err(ask_failure(global, AskError::Remote(error))),
             ReplyEvent::StreamRestarted { .. } => {
                 writeln!(stdout)?;
                 stdout.flush()?;
@@ -116,11 +119,11 @@ async fn print_replies(
             }
             ReplyEvent::StreamEnd(StreamEnd::Failed(error)) => {
                 writeln!(stdout)?;
-                return Err(ask_failure(AskError::Remote(error)));
+                return Err(ask_failure(global, AskError::Remote(error)));
             }
             ReplyEvent::StreamEnd(end) => {
                 writeln!(stdout)?;
-                return Err(ask_failure(AskError::StreamBroken(end)));
+                return Err(ask_failure(global, AskError::StreamBroken(end)));
             }
         }
     }
@@ -134,7 +137,7 @@ fn finish_line(out: &mut impl Write, body: &[u8]) -> std::io::Result<()> {
     out.flush()
 }
 
-fn ask_failure(error: AskError) -> Failure {
+fn ask_failure(global: &Global, error: AskError) -> Failure {
     match error {
         AskError::Remote(body) => Failure::with_code(
             format!(
@@ -143,6 +146,16 @@ fn ask_failure(error: AskError) -> Failure {
                 body.message.as_deref().unwrap_or("(no message)")
             ),
             EXIT_REMOTE_ERROR,
+        ),
+        // A worker that is live did not answer in time; any other may be
+        // running on another log.
+        AskError::Timeout {
+            target: Some(ref agent),
+            worker: WorkerSeen::Never | WorkerSeen::Gone { .. } | WorkerSeen::Unchecked,
+            ..
+        } => Failure::with_code(
+            format!("{error}; {}", global.worker_advice(agent.as_str())),
+            EXIT_TIMEOUT,
         ),
         AskError::Timeout { .. } => Failure::with_code(error, EXIT_TIMEOUT),
         AskError::Produce(error) => produce_failure(error),

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agdx::log::{LogSpec, SharedLog};
+use agdx::log::{LogError, LogSpec, SharedLog};
 use agdx::trust::{KeyRegistry, RegistryError, Verifier};
 use agdx::{ClaimCheck, DEFAULT_CLAIM_CHECK_THRESHOLD, DirBlobStore, Topology, TopologyConfig};
 
@@ -62,7 +62,8 @@ pub fn finish(result: Result<(), Failure>) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {
-            eprintln!("agdx: {}", failure.message);
+            // A failure can quote what a peer wrote (an error reply's message).
+            eprintln!("agdx: {}", super::view::printable(&failure.message));
             ExitCode::from(failure.code)
         }
     }
@@ -91,6 +92,9 @@ pub fn block_on<F: std::future::Future<Output = Result<(), Failure>>>(future: F)
 #[derive(Debug, Clone)]
 pub struct Global {
     pub log: String,
+    /// Whether --log was on the command line itself (not `AGDX_LOG`, not
+    /// the default).
+    pub log_given: bool,
     pub stream: String,
     pub keys: Option<PathBuf>,
 }
@@ -112,6 +116,44 @@ impl Global {
         let log = self.open().await?;
         let topology = TopologyConfig::new(&self.stream).open(log.as_ref()).await?;
         Ok((log, topology))
+    }
+
+    /// [`Global::topology`] for a command that only reads the log (`what`,
+    /// e.g. `agdx tail`): an embedded log that does not exist is refused,
+    /// naming where it was looked for, instead of being created empty.
+    pub async fn read_topology(&self, what: &str) -> Result<(SharedLog, Topology), Failure> {
+        let log = match self.spec()?.open_existing().await {
+            Ok(log) => log,
+            Err(ref error @ LogError::NoLog { ref path, .. }) => {
+                return Err(Failure::new(format!(
+                    "{error}; {what} reads a log and creates none: name the log your workers use with --log (or AGDX_LOG), or create this one with `agdx --log embedded:{} init`",
+                    path.display()
+                )));
+            }
+            Err(error) => return Err(error.into()),
+        };
+        let topology = TopologyConfig::new(&self.stream).open(log.as_ref()).await?;
+        Ok((log, topology))
+    }
+
+    /// How to start a worker for `agent` on this log, for advice: a worker
+    /// started in another directory without --log uses another log, so an
+    /// embedded log is named by its absolute path.
+    pub fn worker_advice(&self, agent: &str) -> String {
+        let stream = if self.stream == agdx::DEFAULT_STREAM {
+            String::new()
+        } else {
+            format!(" --stream {}", self.stream)
+        };
+        match self.spec() {
+            Ok(LogSpec::Embedded(path)) => format!(
+                "start one on this log with `agdx --log embedded:{}{stream} worker --agent {agent} ...` (a worker started without --log uses ./.agdx of its own directory)",
+                std::path::absolute(&path).unwrap_or(path).display()
+            ),
+            _ => format!(
+                "start one with the same --log (or AGDX_LOG) as this command: `agdx --log ...{stream} worker --agent {agent} ...`"
+            ),
+        }
     }
 
     /// The key registry `--keys` names, if any.

@@ -29,7 +29,9 @@ use super::view::{Timeline, graph_text};
 /// tree, a failing agent whose command is dead-lettered, and a keyed
 /// command sent twice (handled once). Then the conversation's timeline,
 /// its causal graph, the dead letter and the live agent cards. Nothing is
-/// left behind unless --keep.
+/// left behind unless --keep, or unless --log is given on the command line
+/// (`AGDX_LOG` is not used): then the demo runs in a stream of its own
+/// there, and its records stay.
 #[derive(Debug, Args)]
 pub struct DemoArgs {
     /// Keep the log in DIR (an embedded log) to look at it afterwards with
@@ -47,10 +49,11 @@ fn agent(name: &str) -> AgentId {
 
 pub async fn run(global: &Global, args: DemoArgs) -> Result<(), Failure> {
     let started = Instant::now();
-    // A --log other than the default is used as it is, in a stream of the
-    // demo's own; otherwise a fresh embedded log.
+    // A --log given on this command line is used as it is, in a stream of
+    // the demo's own; otherwise a fresh embedded log, whatever AGDX_LOG
+    // says (a demo writes into no log it was not pointed at here).
     let temp = tempfile::tempdir()?;
-    let (spec, stream) = match (&args.keep, global.log != agdx::log::DEFAULT_LOG) {
+    let (spec, stream) = match (&args.keep, global.log_given) {
         (Some(dir), _) => (LogSpec::Embedded(dir.clone()), global.stream.clone()),
         (None, true) => (
             global.spec()?,
@@ -74,6 +77,11 @@ pub async fn run(global: &Global, args: DemoArgs) -> Result<(), Failure> {
             "\nkept the log in {}: agdx --log embedded:{} timeline {conversation}",
             dir.display(),
             dir.display()
+        ),
+        None if global.log_given => println!(
+            "\ndone in {:.1} s; its records stay on {} in stream '{stream}'",
+            started.elapsed().as_secs_f64(),
+            log.describe()
         ),
         None => println!(
             "\ndone in {:.1} s; nothing left behind (--keep DIR keeps the log)",

@@ -1,5 +1,7 @@
 //! `agdx dlq`: list, show and redrive dead letters.
 
+use std::borrow::Cow;
+
 use clap::{Args, Subcommand};
 
 use agdx::Producer;
@@ -8,6 +10,7 @@ use agdx::wire::{AgentId, DeadLetterReason, LogPosition};
 
 use super::context::{Failure, Global, parse_agent, parse_since};
 use super::tail::timestamp;
+use super::view::printable;
 use super::wire::json::JsonCodec;
 
 /// Dead letters: the records workers set aside on agent.dlq, kept verbatim.
@@ -87,7 +90,7 @@ fn parse_reason(text: &str) -> Result<DeadLetterReason, String> {
 }
 
 pub async fn run(global: &Global, command: DlqCommand) -> Result<(), Failure> {
-    let (log, topology) = global.topology().await?;
+    let (log, topology) = global.read_topology("agdx dlq").await?;
     let entries = dead_letters(&log, &topology).await?;
     let resolve = |id: &str| -> Result<&DeadLetterEntry, Failure> {
         let position = parse_id(id, &topology.dlq)?;
@@ -204,8 +207,8 @@ fn list_line(entry: &DeadLetterEntry) -> String {
             .map(|a| a.to_string())
             .unwrap_or_else(|| "-".into()),
         original
-            .and_then(|e| e.operation.clone())
-            .unwrap_or_else(|| "-".into()),
+            .and_then(|e| e.operation.as_deref())
+            .map_or(Cow::Borrowed("-"), printable),
     )
 }
 
@@ -220,7 +223,10 @@ fn show(entry: &DeadLetterEntry) {
     println!("source:     {}", capsule.source);
     println!("reason:     {}", capsule.reason.name());
     println!("attempts:   {}", capsule.attempts);
-    println!("detail:     {}", capsule.detail.as_deref().unwrap_or("-"));
+    println!(
+        "detail:     {}",
+        printable(capsule.detail.as_deref().unwrap_or("-"))
+    );
     if entry.redrives.is_empty() {
         println!("redriven:   never");
     }

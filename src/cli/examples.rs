@@ -1,10 +1,10 @@
-//! `agdx examples`: annotated sessions to copy.
+//! `agdx examples`: annotated examples to copy.
 
-/// The annotated example sessions.
+/// The annotated examples.
 pub const EXAMPLES: &str = r#"AGDX examples: copy these into two shells. Without --log, everything uses the
 embedded log in ./.agdx (no server needed); add --log iggy://iggy:iggy@HOST:8090
 to use an Apache Iggy server, or --log kafka://HOST:9092,HOST2:9092 to use a
-Kafka-protocol cluster instead (session 13).
+Kafka-protocol cluster instead (see example 13 below).
 
 1. Ask an agent and get the reply (send -> worker -> reply)
    shell 1:  agdx worker --agent echo --echo
@@ -91,7 +91,9 @@ Kafka-protocol cluster instead (session 13).
              # agents with a fresh card: operations, members, last seen
    shell 2:  curl -s 127.0.0.1:9464/metrics | grep agdx_
    shell 2:  agdx ask --to nobody --operation x "hi"
-             agdx: no live worker for agent 'nobody' seen — the command waits on the log; ...
+             agdx: no live worker for agent 'nobody' seen on embedded:.agdx — the command waits on the log; ...
+             # it names the log and how to start a worker on it: a worker started in
+             # another directory without --log uses the .agdx of that directory
 
 13. The same on a Kafka cluster (three brokers: docker compose -f deploy/kafka-compose.yml up -d)
    shell 1:  export AGDX_LOG=kafka://127.0.0.1:19092,127.0.0.1:29092,127.0.0.1:39092

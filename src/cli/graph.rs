@@ -48,7 +48,7 @@ pub struct GraphArgs {
 }
 
 pub async fn run(global: &Global, args: GraphArgs) -> Result<(), Failure> {
-    let (log, topology) = global.topology().await?;
+    let (log, topology) = global.read_topology("agdx graph").await?;
     let direction = match (args.up, args.down) {
         (true, _) => Direction::Up,
         (_, true) => Direction::Down,

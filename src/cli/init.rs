@@ -9,19 +9,28 @@ use super::context::{Failure, Global};
 /// Creates the stream and the five agent topics unless they exist.
 #[derive(Debug, Args)]
 pub struct InitArgs {
-    /// Partitions of each topic when it is created (an existing topic keeps its own).
-    #[arg(long, default_value_t = DEFAULT_PARTITIONS)]
-    pub partitions: u32,
+    /// Partitions every topic must have: a topic that exists with another
+    /// count is refused, since a topic's partition count cannot change (use
+    /// a new stream). Without it, topics that exist keep their count and
+    /// missing ones get the same (8 on a new stream).
+    #[arg(long, value_name = "N")]
+    pub partitions: Option<u32>,
 }
 
 pub async fn run(global: &Global, args: InitArgs) -> Result<(), Failure> {
     let log = global.open().await?;
-    let config = TopologyConfig::new(&global.stream).with_partitions(args.partitions);
+    let names = TopologyConfig::new(&global.stream);
     let mut existed = Vec::new();
-    for name in config.topic_names() {
-        existed.push(log.topic(&global.stream, name).await?.is_some());
+    for name in names.topic_names() {
+        existed.push(log.topic(&global.stream, name).await?);
     }
-    let topology = config.ensure(log.as_ref()).await?;
+    let found = existed.iter().flatten().map(|t| t.partitions).next();
+    let config = names.with_partitions(args.partitions.or(found).unwrap_or(DEFAULT_PARTITIONS));
+    let topology = match args.partitions {
+        Some(_) => config.ensure(log.as_ref()).await?,
+        None => config.open(log.as_ref()).await?,
+    };
+    let existed = existed.iter().map(Option::is_some);
     println!("log {} stream '{}'", log.describe(), global.stream);
     for (topic, existed) in topology.all().into_iter().zip(existed) {
         println!(

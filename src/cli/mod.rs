@@ -3,7 +3,8 @@
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::parser::ValueSource;
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 mod agents;
 mod ask;
@@ -30,7 +31,7 @@ use context::{Global, block_on};
 
 /// AGDX: agents and services exchanging typed CBOR envelopes over a durable,
 /// partitioned log. Without --log it uses the embedded log in ./.agdx, so
-/// nothing needs to be set up: run `agdx examples` to see sessions to copy.
+/// nothing needs to be set up: run `agdx examples` to see commands to copy.
 #[derive(Debug, Parser)]
 #[command(name = "agdx", version, about, long_about = None, propagate_version = true)]
 pub struct Cli {
@@ -81,7 +82,7 @@ pub enum Command {
     /// Bridge agents that speak another protocol to agents on the log.
     #[command(subcommand)]
     Bridge(bridge::BridgeCommand),
-    /// Print annotated example sessions to copy.
+    /// Print annotated examples to copy, shell by shell.
     Examples,
     /// Check, decode, encode, sign and verify AGDX wire payloads (envelopes and capsules).
     ///
@@ -109,10 +110,23 @@ pub enum Command {
     Publish(publish::PublishArgs),
 }
 
-/// Runs the parsed command line and returns the process exit code.
-pub fn run(cli: Cli) -> ExitCode {
+/// Parses the process's command line, runs it and returns the exit code.
+pub fn parse_and_run() -> ExitCode {
+    let matches = Cli::command().get_matches();
+    let log_given = matches.value_source("log") == Some(ValueSource::CommandLine);
+    match Cli::from_arg_matches(&matches) {
+        Ok(cli) => run(cli, log_given),
+        Err(error) => error.exit(),
+    }
+}
+
+/// Runs the parsed command line and returns the process exit code;
+/// `log_given` says whether --log was on the command line itself (not
+/// `AGDX_LOG`, not the default).
+pub fn run(cli: Cli, log_given: bool) -> ExitCode {
     let global = Global {
         log: cli.log,
+        log_given,
         stream: cli.stream,
         keys: cli.keys,
     };

@@ -9,6 +9,7 @@ use agdx::wire::AgentId;
 
 use super::context::{Failure, Global, parse_agent};
 use super::signing::speaker;
+use super::view::printable;
 
 /// Quarantines an agent: while the fact stands, asks and sends to it fail
 /// at once and its worker pool takes no new work. Only facts signed with an
@@ -114,7 +115,7 @@ async fn publish(
 
 async fn list(global: &Global) -> Result<(), Failure> {
     let verifier = global.verifier("quarantine --list")?;
-    let (log, topology) = global.topology().await?;
+    let (log, topology) = global.read_topology("agdx quarantine --list").await?;
     let state = QuarantineFold::read(&log, &topology.registry, verifier).await?;
     let mut any = false;
     for status in state.agents() {
@@ -129,7 +130,7 @@ async fn list(global: &Global) -> Result<(), Failure> {
         } else {
             format!("active: quarantine lifted by '{}' at", status.by)
         };
-        println!(
+        let line = format!(
             "{} {what} {}{reason} [record {} at {}, key {}]",
             status.agent,
             format_time(status.since_micros),
@@ -137,18 +138,20 @@ async fn list(global: &Global) -> Result<(), Failure> {
             status.position,
             status.key_id
         );
+        println!("{}", printable(&line));
     }
     if !any {
         println!("no agent is quarantined (no control fact on the registry took effect)");
     }
     for ignored in state.ignored() {
-        println!(
+        let line = format!(
             "ignored {} fact at {} ({}): {}",
             ignored.operation,
             ignored.position,
             format_time(ignored.timestamp_micros),
             ignored.why
         );
+        println!("{}", printable(&line));
     }
     Ok(())
 }

@@ -54,7 +54,7 @@ pub async fn run(global: &Global, args: TailArgs) -> Result<(), Failure> {
         .verify
         .then(|| global.verifier("--verify"))
         .transpose()?;
-    let (log, topology) = global.topology().await?;
+    let (log, topology) = global.read_topology("agdx tail").await?;
     let topics: Vec<TopicInfo> = match &args.topic {
         Some(name) => vec![topology.by_name(name).cloned().ok_or_else(|| {
             let names: Vec<&str> = topology.all().iter().map(|t| t.topic.as_str()).collect();

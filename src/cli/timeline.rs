@@ -46,7 +46,7 @@ pub struct TimelineArgs {
 }
 
 pub async fn run(global: &Global, args: TimelineArgs) -> Result<(), Failure> {
-    let (log, topology) = global.topology().await?;
+    let (log, topology) = global.read_topology("agdx timeline").await?;
     let mut replay =
         Replay::new(log.clone(), &topology, args.conversation).from_offset(args.from.unwrap_or(0));
     let mut view = Timeline::default();

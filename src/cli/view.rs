@@ -1,7 +1,13 @@
 //! How replayed records look to people: timeline lines (chunk streams
 //! folded into one line) and causal-graph drawings (an indented tree,
 //! Graphviz DOT, Mermaid). Shared by `timeline`, `graph` and `demo`.
+//!
+//! What peers wrote (operations, bodies, error messages, dead-letter
+//! details) reaches a terminal only through [`printable`], here and in
+//! every other view for people (`dlq`, `agents`, `quarantine --list`,
+//! error messages); JSON output needs no escaping of its own.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -12,6 +18,43 @@ use agdx::{StreamAssembler, StreamEnd, StreamEvent};
 
 /// Characters of a body shown in a line.
 const PREVIEW: usize = 48;
+
+/// `text` made safe to show on a terminal: every control character (ESC,
+/// BEL, CR, line breaks, the C1 controls) and every bidirectional
+/// formatting character is written as a visible escape (`\x1b`, `\n`,
+/// `\u{202e}`), so nothing a peer wrote can set the terminal's title,
+/// clear the screen, move the cursor, forge a line or reorder what is shown.
+pub fn printable(text: &str) -> Cow<'_, str> {
+    let unsafe_char = |c: char| c.is_control() || is_bidi(c);
+    if !text.chars().any(unsafe_char) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() => {
+                let _ = write!(out, "\\x{:02x}", u32::from(c));
+            }
+            c if is_bidi(c) => {
+                let _ = write!(out, "\\u{{{:04x}}}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// The characters that change the direction text is shown in (embeddings,
+/// overrides, isolates, marks).
+fn is_bidi(c: char) -> bool {
+    matches!(
+        c,
+        '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'
+    )
+}
 
 /// `HH:MM:SS.mmm` (UTC) of epoch microseconds.
 pub fn time_of_day(micros: u64) -> String {
@@ -42,11 +85,12 @@ pub fn preview(envelope: &AgentEnvelope, content_type: ContentType) -> String {
     }
 }
 
-/// Text in double quotes, on one line, cut to [`PREVIEW`] characters.
+/// Text in double quotes, on one line (line breaks and tabs become
+/// spaces), cut to [`PREVIEW`] characters; still to be made [`printable`].
 fn quote(text: &str) -> String {
     let flat: String = text
         .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
+        .map(|c| if c.is_whitespace() { ' ' } else { c })
         .collect();
     let flat = flat.trim();
     if flat.chars().count() > PREVIEW {
@@ -246,11 +290,12 @@ impl Timeline {
     ) -> String {
         let place = format!("{}/{}", record.position.partition, record.position.offset);
         let mut line = format!(
-            "{}  {:<10} {:<7} {:<22} {detail}",
+            "{}  {:<10} {:<7} {:<22} {}",
             time_of_day(record.timestamp_micros),
             short_topic(&record.topic),
             place,
-            what,
+            printable(what),
+            printable(detail),
         );
         if let Some(latency) = latency {
             line.push_str("  ");
@@ -343,6 +388,9 @@ impl Drawing {
         }
         for (index, records) in streams.into_values() {
             boxes[index].label = stream_label(&records);
+        }
+        for b in &mut boxes {
+            b.label = printable(&b.label).into_owned();
         }
         let mut edges = Vec::new();
         for node in graph.nodes() {
@@ -501,4 +549,21 @@ pub fn graph_mermaid(graph: &CausalGraph) -> String {
         let _ = writeln!(out, "  style n{start} stroke-width:3px");
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::printable;
+
+    #[test]
+    fn control_and_direction_characters_are_shown_escaped() {
+        assert_eq!(printable("plain · text → ok"), "plain · text → ok");
+        assert_eq!(
+            printable("\u{1b}]0;title\u{7}\u{1b}[2J"),
+            "\\x1b]0;title\\x07\\x1b[2J"
+        );
+        assert_eq!(printable("a\nb\rc\td"), "a\\nb\\rc\\td");
+        assert_eq!(printable("\u{9b}31m\u{7f}"), "\\x9b31m\\x7f");
+        assert_eq!(printable("abc\u{202e}fed"), "abc\\u{202e}fed");
+    }
 }

@@ -21,6 +21,15 @@ pub enum LogError {
         /// The topic's name.
         topic: String,
     },
+    /// A log opened only if it exists ([`super::LogSpec::open_existing`])
+    /// is not there: nothing was created.
+    #[error("there is no log at {spec} ({} holds none)", path.display())]
+    NoLog {
+        /// The log as it was named, e.g. `embedded:.agdx`.
+        spec: String,
+        /// Where it was looked for, as an absolute path.
+        path: std::path::PathBuf,
+    },
     /// The topic exists but has no partitions (another Iggy client can
     /// create or leave one like that), so nothing can be appended or read.
     #[error(
@@ -144,6 +153,7 @@ impl LogError {
             LogError::Storage(_) => true,
             LogError::Backend(_) => true,
             LogError::NoSuchTopic { .. } => false,
+            LogError::NoLog { .. } => false,
             LogError::NoPartitions { .. } => false,
             LogError::NoSuchPartition { .. } => false,
             LogError::PartitionMismatch { .. } => false,

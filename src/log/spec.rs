@@ -96,6 +96,21 @@ impl LogSpec {
         }
     }
 
+    /// Opens the log this spec names only if it exists: an embedded log
+    /// whose directory holds no log is [`LogError::NoLog`](super::LogError::NoLog)
+    /// and is not created. A server's log (Iggy, Kafka) is connected to as
+    /// by [`LogSpec::open`]. For tools that only read a log, so a mistyped
+    /// path or another working directory is said, not answered from an
+    /// empty log made for the occasion.
+    pub async fn open_existing(&self) -> Result<super::SharedLog, super::LogError> {
+        match self {
+            LogSpec::Embedded(path) => {
+                Ok(Arc::new(super::embedded::EmbeddedLog::open_existing(path)?))
+            }
+            _ => self.open().await,
+        }
+    }
+
     /// Opens the log this spec names.
     pub async fn open(&self) -> Result<super::SharedLog, super::LogError> {
         Ok(match self {

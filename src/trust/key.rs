@@ -23,7 +23,7 @@
 
 use std::fmt;
 use std::io::Write;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
@@ -31,6 +31,8 @@ use agdx_wire::ED25519_KEY_ID_LEN;
 use ed25519_dalek::{SigningKey, VerifyingKey};
 use sha2::{Digest, Sha256};
 use zeroize::Zeroizing;
+
+use crate::file_mode::{Refused, read_text, shared};
 
 /// Length of an Ed25519 seed (the secret a key file holds).
 pub const SEED_LEN: usize = 32;
@@ -268,20 +270,16 @@ pub(crate) fn random_seed() -> Result<Zeroizing<[u8; SEED_LEN]>, KeyFileError> {
 
 /// Reads the seed of a secret key file, refusing one others can access.
 pub(crate) fn read_seed(path: &Path) -> Result<SigningKey, KeyFileError> {
-    let io = |source| KeyFileError::Io {
-        path: path.to_owned(),
-        source,
-    };
-    let file = std::fs::File::open(path).map_err(io)?;
-    let mode = file.metadata().map_err(io)?.permissions().mode() & 0o777;
-    if mode & 0o077 != 0 {
-        return Err(KeyFileError::Exposed {
+    let text = read_text(path, shared).map_err(|refused| match refused {
+        Refused::Io(source) => KeyFileError::Io {
+            path: path.to_owned(),
+            source,
+        },
+        Refused::Mode(mode) => KeyFileError::Exposed {
             path: path.to_owned(),
             mode,
-        });
-    }
-    let mut text = Zeroizing::new(String::new());
-    std::io::Read::read_to_string(&mut &file, &mut text).map_err(io)?;
+        },
+    })?;
     let digits: Zeroizing<String> =
         Zeroizing::new(text.chars().filter(|c| !c.is_whitespace()).collect());
     let mut seed = Zeroizing::new([0; SEED_LEN]);

@@ -24,7 +24,9 @@
 //! }
 //! ```
 //!
-//! `agdx keys generate|list|revoke` edit and show it.
+//! `agdx keys generate|list|revoke` edit and show it. A registry file that
+//! anyone may write is refused: whoever can change it decides which keys
+//! are trusted.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -34,6 +36,7 @@ use serde::{Deserialize, Serialize};
 
 use super::key::{KeyId, PublicKey};
 use super::time::{format_time, rfc3339_opt};
+use crate::file_mode::{Refused, read_text, world_writable};
 
 /// What a key may sign.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -161,6 +164,17 @@ pub enum RegistryError {
         /// What the system said.
         source: std::io::Error,
     },
+    /// Anyone may write the file, so anyone could enroll a key.
+    #[error(
+        "key registry {} can be changed by anyone (mode {mode:04o}), and it decides which keys are trusted: run `chmod o-w {}`",
+        path.display(), path.display()
+    )]
+    WorldWritable {
+        /// The registry file.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+    },
     /// The file is not a registry.
     #[error(
         "key registry {}: {source}; it is JSON {{\"keys\": [{{\"key_id\", \"principal\", \"kind\", \"public_key\", \"valid_from\"?, \"valid_to\"?, \"revoked_at\"?}}]}} (`agdx keys generate` writes it)",
@@ -202,6 +216,7 @@ impl RegistryError {
                 source.kind(),
                 std::io::ErrorKind::Interrupted | std::io::ErrorKind::WouldBlock
             ),
+            RegistryError::WorldWritable { .. } => false,
             RegistryError::Format { .. } => false,
             RegistryError::KeyIdMismatch { .. } => false,
             RegistryError::Duplicate(_) => false,
@@ -230,11 +245,17 @@ impl KeyRegistry {
         Self::default()
     }
 
-    /// Reads a registry file.
+    /// Reads a registry file, refusing one anyone may write.
     pub fn load(path: &Path) -> Result<Self, RegistryError> {
-        let text = std::fs::read_to_string(path).map_err(|source| RegistryError::Io {
-            path: path.to_owned(),
-            source,
+        let text = read_text(path, world_writable).map_err(|refused| match refused {
+            Refused::Io(source) => RegistryError::Io {
+                path: path.to_owned(),
+                source,
+            },
+            Refused::Mode(mode) => RegistryError::WorldWritable {
+                path: path.to_owned(),
+                mode,
+            },
         })?;
         Self::from_json(&text).map_err(|error| match error {
             RegistryError::Format { source, .. } => RegistryError::Format {

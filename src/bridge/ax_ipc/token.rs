@@ -15,6 +15,9 @@
 //!   so minting needs no running bridge. The secret file holds 32 random
 //!   bytes in hex and is created, mode 0600, by the first `token` command
 //!   that names it. Rotating the secret voids every token minted with it.
+//!
+//! A secret or token file that its group or others can access is refused
+//! (as a signing key file is): whoever reads it can mint or use tokens.
 
 use std::collections::HashSet;
 use std::io::Write;
@@ -24,6 +27,9 @@ use std::time::Duration;
 
 use hmac::{KeyInit, Mac};
 use sha2::{Digest, Sha256};
+use zeroize::Zeroizing;
+
+use crate::file_mode::{Refused, read_text, shared};
 
 type HmacSha256 = hmac::Hmac<Sha256>;
 
@@ -50,6 +56,17 @@ pub enum TokenError {
         /// The file.
         path: PathBuf,
     },
+    /// The group or others may access the secret or token file.
+    #[error(
+        "{} is accessible to others (mode {mode:04o}); a token secret or token list must be readable by its owner only: run `chmod 600 {}`",
+        path.display(), path.display()
+    )]
+    Exposed {
+        /// The file.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+    },
     /// The token file lists no token.
     #[error("{} lists no token (one per line; # starts a comment)", path.display())]
     NoTokens {
@@ -64,6 +81,7 @@ impl TokenError {
         match self {
             TokenError::Io { .. } => true,
             TokenError::BadSecret { .. } => false,
+            TokenError::Exposed { .. } => false,
             TokenError::NoTokens { .. } => false,
         }
     }
@@ -85,12 +103,9 @@ impl TokenSecret {
         Self(bytes)
     }
 
-    /// Reads the secret in `path`.
+    /// Reads the secret in `path`, refusing a file others can access.
     pub fn load(path: &Path) -> Result<Self, TokenError> {
-        let text = std::fs::read_to_string(path).map_err(|source| TokenError::Io {
-            path: path.to_owned(),
-            source,
-        })?;
+        let text = read_private(path)?;
         let mut bytes = [0u8; 32];
         hex::decode_to_slice(text.trim(), &mut bytes).map_err(|_| TokenError::BadSecret {
             path: path.to_owned(),
@@ -165,6 +180,20 @@ impl TokenSecret {
     }
 }
 
+/// The text of a file only its owner may access (a secret or a token list).
+fn read_private(path: &Path) -> Result<Zeroizing<String>, TokenError> {
+    read_text(path, shared).map_err(|refused| match refused {
+        Refused::Io(source) => TokenError::Io {
+            path: path.to_owned(),
+            source,
+        },
+        Refused::Mode(mode) => TokenError::Exposed {
+            path: path.to_owned(),
+            mode,
+        },
+    })
+}
+
 /// The tokens an HTTP bridge accepts.
 #[derive(Debug, Clone, Default)]
 pub struct Tokens {
@@ -179,12 +208,10 @@ impl Tokens {
         self
     }
 
-    /// Accepts the tokens listed in `path`.
+    /// Accepts the tokens listed in `path`, refusing a file others can
+    /// access.
     pub fn with_file(mut self, path: &Path) -> Result<Self, TokenError> {
-        let text = std::fs::read_to_string(path).map_err(|source| TokenError::Io {
-            path: path.to_owned(),
-            source,
-        })?;
+        let text = read_private(path)?;
         let before = self.fixed.len();
         for line in text.lines().map(str::trim) {
             if !line.is_empty() && !line.starts_with('#') {
@@ -259,6 +286,7 @@ mod tests {
 
         let list = dir.path().join("tokens");
         std::fs::write(&list, "# turn tokens\n\nalpha\n  beta \n").unwrap();
+        std::fs::set_permissions(&list, std::fs::Permissions::from_mode(0o600)).unwrap();
         let tokens = Tokens::default().with_file(&list).unwrap();
         assert!(tokens.accepts("alpha", 0) && tokens.accepts("beta", 0));
         assert!(!tokens.accepts("# turn tokens", 0) && !tokens.accepts("gamma", 0));
@@ -267,5 +295,30 @@ mod tests {
             Tokens::default().with_file(&list),
             Err(TokenError::NoTokens { .. })
         ));
+    }
+
+    #[test]
+    fn secrets_and_token_files_others_can_read_are_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let secret = dir.path().join("secret");
+        TokenSecret::load_or_create(&secret).unwrap();
+        let list = dir.path().join("tokens");
+        std::fs::write(&list, "alpha\n").unwrap();
+        for mode in [0o640, 0o604, 0o644] {
+            for path in [&secret, &list] {
+                std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+            }
+            let exposed = |result: Result<(), TokenError>| matches!(result, Err(TokenError::Exposed { mode: m, .. }) if m == mode);
+            assert!(exposed(TokenSecret::load(&secret).map(drop)), "{mode:o}");
+            assert!(
+                exposed(TokenSecret::load_or_create(&secret).map(drop)),
+                "{mode:o}"
+            );
+            assert!(
+                exposed(Tokens::default().with_file(&list).map(drop)),
+                "{mode:o}"
+            );
+        }
     }
 }

@@ -1,6 +1,6 @@
-//! IOA's errors: the categories of the seed (`not_found`, `invalid_input`,
-//! `internal`) with the HTTP statuses the reference server answers them
-//! with, plus the authentication refusals of its middleware.
+//! IOA's errors: the categories of IOA's protocol (`not_found`,
+//! `invalid_input`, `internal`) with the HTTP statuses the reference server
+//! answers them with, plus the authentication refusals of its middleware.
 
 use crate::ProduceError;
 use crate::log::LogError;

@@ -9,7 +9,13 @@
 //! the token's is refused. The writes that may register their caller
 //! (`POST /spaces/{id}/messages`) and `/mcp` take either a bearer token or,
 //! as `POST /spaces` does, the access key with `X-Node-ID`: whoever holds
-//! the key may register any node anyway.
+//! the key may register any node anyway. `POST /nodes` registers a node,
+//! so it needs the access key too (a token alone could otherwise take
+//! names others will register).
+//!
+//! Every JSON body nests at most [`MAX_JSON_DEPTH`](super::MAX_JSON_DEPTH)
+//! levels, and a path whose segments do not decode (not UTF-8) gets IOA's
+//! JSON error like any other refusal.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -17,8 +23,10 @@ use std::sync::Arc;
 
 use agdx_wire::ConversationId;
 use axum::body::Bytes;
-use axum::extract::rejection::{BytesRejection, QueryRejection};
-use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
+use axum::extract::path::ErrorKind;
+use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
+use axum::extract::{DefaultBodyLimit, FromRequestParts, Path, Query, Request, State};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -28,9 +36,11 @@ use axum::{Extension, Json, Router};
 use futures_util::Stream;
 use serde::de::DeserializeOwned;
 
-use super::model::{AuthRegister, ErrorResponse, IdentityBinding, NodeCreate, SpaceCreate};
+use super::model::{
+    AuthRegister, ErrorResponse, IdentityBinding, NodeCreate, SpaceCreate, too_deep, too_deep_error,
+};
 use super::records::StoredMessage;
-use super::service::{Caller, MessageFilter, ReadOptions, read_mode};
+use super::service::{Caller, MessageFilter, READ_INBOX, ReadOptions, own_node, read_mode};
 use super::view::{Mode, View, message_out};
 use super::{IoaBridge, IoaError, mcp};
 
@@ -98,7 +108,7 @@ async fn authenticate(
         return next.run(request).await;
     }
     let post = request.method() == Method::POST;
-    let gate = if path == "/spaces" && post {
+    let gate = if (path == "/spaces" || path == "/nodes") && post {
         Gate::Key
     } else if path == "/mcp" || (post && is_messages(path)) {
         Gate::TokenOrKey
@@ -206,9 +216,34 @@ fn token_caller(bridge: &IoaBridge, token: &str, named: Option<&str>) -> Answer<
     }
 }
 
+/// Path parameters, refused with IOA's JSON error (not axum's plain text)
+/// when they do not decode.
+struct Segments<T>(T);
+
+impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for Segments<T> {
+    type Rejection = IoaError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Answer<Self> {
+        match Path::<T>::from_request_parts(parts, state).await {
+            Ok(Path(value)) => Ok(Segments(value)),
+            Err(PathRejection::FailedToDeserializePathParams(e))
+                if matches!(e.kind(), ErrorKind::InvalidUtf8InPathParam { .. }) =>
+            {
+                Err(IoaError::InvalidInput(
+                    "a segment of the path is not UTF-8 once decoded; ids are text: percent-encode their UTF-8 bytes (é is %C3%A9)".into(),
+                ))
+            }
+            Err(rejection) => Err(IoaError::InvalidInput(rejection.body_text())),
+        }
+    }
+}
+
 /// A JSON request body, decoded as strictly as the reference decodes it.
 fn body<T: DeserializeOwned>(bridge: &IoaBridge, body: Result<Bytes, BytesRejection>) -> Answer<T> {
     let bytes = raw(bridge, body)?;
+    if too_deep(&bytes) {
+        return Err(IoaError::InvalidInput(too_deep_error()));
+    }
     serde_json::from_slice(&bytes)
         .map_err(|e| IoaError::InvalidInput(format!("invalid request body: {e}")))
 }
@@ -313,7 +348,10 @@ async fn create_node(
     Ok((StatusCode::CREATED, Json(node)).into_response())
 }
 
-async fn get_node(State(bridge): State<IoaBridge>, Path(node): Path<String>) -> Answer<Response> {
+async fn get_node(
+    State(bridge): State<IoaBridge>,
+    Segments(node): Segments<String>,
+) -> Answer<Response> {
     Ok(Json(bridge.node(&node)?).into_response())
 }
 
@@ -328,7 +366,7 @@ async fn resolve_identity(
 
 async fn bind_identity(
     State(bridge): State<IoaBridge>,
-    Path(node): Path<String>,
+    Segments(node): Segments<String>,
     Extension(caller): Extension<Caller>,
     request: Result<Bytes, BytesRejection>,
 ) -> Answer<Response> {
@@ -339,7 +377,7 @@ async fn bind_identity(
 
 async fn unbind_identity(
     State(bridge): State<IoaBridge>,
-    Path(node): Path<String>,
+    Segments(node): Segments<String>,
     Extension(caller): Extension<Caller>,
     query: Result<Query<Vec<(String, String)>>, QueryRejection>,
 ) -> Answer<Response> {
@@ -358,11 +396,14 @@ async fn unbind_identity(
 
 async fn inbox(
     State(bridge): State<IoaBridge>,
-    Path(node): Path<String>,
+    Segments(node): Segments<String>,
+    Extension(caller): Extension<Caller>,
     query: Result<Query<Vec<(String, String)>>, QueryRejection>,
 ) -> Answer<Response> {
     let options = Params::from(query)?.read_options()?;
-    Ok(Json(bridge.inbox(&node, &options.after, options.limit)?).into_response())
+    let caller = caller.node.unwrap_or_default();
+    let inbox = bridge.inbox(&caller, &node, &options.after, options.limit)?;
+    Ok(Json(inbox).into_response())
 }
 
 async fn list_messages(
@@ -396,13 +437,16 @@ async fn create_space(
     Ok(Json(bridge.join(&caller, request).await?).into_response())
 }
 
-async fn get_space(State(bridge): State<IoaBridge>, Path(space): Path<String>) -> Answer<Response> {
+async fn get_space(
+    State(bridge): State<IoaBridge>,
+    Segments(space): Segments<String>,
+) -> Answer<Response> {
     Ok(Json(bridge.space(&space)?).into_response())
 }
 
 async fn send_message(
     State(bridge): State<IoaBridge>,
-    Path(space): Path<String>,
+    Segments(space): Segments<String>,
     Extension(caller): Extension<Caller>,
     request: Result<Bytes, BytesRejection>,
 ) -> Answer<Response> {
@@ -413,7 +457,7 @@ async fn send_message(
 
 async fn read_messages(
     State(bridge): State<IoaBridge>,
-    Path(space): Path<String>,
+    Segments(space): Segments<String>,
     Extension(Caller { node: caller, .. }): Extension<Caller>,
     headers: HeaderMap,
     query: Result<Query<Vec<(String, String)>>, QueryRejection>,
@@ -434,7 +478,7 @@ async fn read_messages(
 
 async fn space_events(
     State(bridge): State<IoaBridge>,
-    Path(space): Path<String>,
+    Segments(space): Segments<String>,
     headers: HeaderMap,
 ) -> Answer<Response> {
     let changed = bridge.inner.shared.changed.subscribe();
@@ -456,7 +500,7 @@ async fn space_events(
 
 async fn message_events(
     State(bridge): State<IoaBridge>,
-    Path((space, message)): Path<(String, String)>,
+    Segments((space, message)): Segments<(String, String)>,
     headers: HeaderMap,
 ) -> Answer<Response> {
     let changed = bridge.inner.shared.changed.subscribe();
@@ -473,10 +517,16 @@ async fn message_events(
 
 async fn node_events(
     State(bridge): State<IoaBridge>,
-    Path(node): Path<String>,
+    Segments(node): Segments<String>,
+    Extension(caller): Extension<Caller>,
     headers: HeaderMap,
 ) -> Answer<Response> {
     bridge.node(&node)?;
+    own_node(
+        caller.node.as_deref().unwrap_or_default(),
+        &node,
+        READ_INBOX,
+    )?;
     let changed = bridge.inner.shared.changed.subscribe();
     let next = bridge.inner.shared.read(|v| match last_event_id(&headers) {
         Some(last) => v.arrival_of(last).map(|i| i + 1).ok_or_else(|| {

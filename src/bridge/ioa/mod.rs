@@ -65,7 +65,7 @@ use crate::producer::Producer;
 use crate::topology::Topology;
 
 pub use error::IoaError;
-pub use model::{Refs, space_conversation};
+pub use model::{MAX_JSON_DEPTH, Refs, space_conversation};
 pub use records::{JOIN, MAX_PARENTS, META_IOA, OP_IDENTITY, OP_MESSAGE, OP_NODE};
 
 use tail::Shared;
@@ -73,10 +73,12 @@ use tail::Shared;
 /// How the bridge runs.
 #[derive(Debug, Clone)]
 pub struct IoaConfig {
-    /// The key that registers nodes (`POST /auth/register`) and creates
-    /// spaces (`POST /spaces`, header `X-Access-Key`); with it, `X-Node-ID`
-    /// names the caller of `POST /spaces`, `POST /spaces/{id}/messages` and
-    /// `/mcp`, registered on the fly when new.
+    /// The key that registers nodes (`POST /auth/register`, and
+    /// `POST /nodes` with header `X-Access-Key`) and creates spaces
+    /// (`POST /spaces`, header `X-Access-Key`); never empty. With it,
+    /// `X-Node-ID` names the caller of `POST /spaces`,
+    /// `POST /spaces/{id}/messages` and `/mcp`, registered on the fly when
+    /// new.
     pub access_key: String,
     /// The id this bridge writes into `bridge_hops` and as its own source.
     pub bridge_id: String,
@@ -154,12 +156,18 @@ impl Drop for Inner {
 impl IoaBridge {
     /// Reads every IOA record on the log (nodes and tokens on
     /// `agent.registry`, joins and messages on `agent.commands`) and keeps
-    /// following both topics; ready to serve when this returns.
+    /// following both topics; ready to serve when this returns. An empty
+    /// (or blank) access key is refused: it would let anyone register.
     pub async fn open(
         log: SharedLog,
         topology: Topology,
         config: IoaConfig,
     ) -> Result<Self, IoaError> {
+        if config.access_key.trim().is_empty() {
+            return Err(IoaError::InvalidInput(
+                "the access key is empty: with it anyone could register nodes, mint their tokens and create spaces; give the bridge a key of its own".into(),
+            ));
+        }
         let source = AgentId::new(config.bridge_id.as_str()).map_err(|e| {
             IoaError::InvalidInput(format!(
                 "bridge id '{}': {e}; use a short name such as `ioa`",

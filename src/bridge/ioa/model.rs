@@ -250,6 +250,52 @@ pub(crate) fn normalize_tags<'a>(tags: impl IntoIterator<Item = &'a String>) -> 
     out
 }
 
+/// The deepest nesting of objects and arrays a JSON body may have (the body
+/// itself is the first level). Any answer that includes such a body (a
+/// message in a list, say) stays within the 128 levels serde_json's parser
+/// takes by default, below Python's and Go's limits (about 1,000 and
+/// 10,000): what one client stores, every ordinary client can read.
+pub const MAX_JSON_DEPTH: usize = 64;
+
+/// Whether the JSON text `bytes` nests objects and arrays deeper than
+/// [`MAX_JSON_DEPTH`]; counted without recursion, so any depth is cheap to
+/// refuse.
+pub(crate) fn too_deep(bytes: &[u8]) -> bool {
+    let mut depth = 0usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    for &byte in bytes {
+        if in_string {
+            match byte {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match byte {
+            b'"' => in_string = true,
+            b'{' | b'[' => {
+                depth += 1;
+                if depth > MAX_JSON_DEPTH {
+                    return true;
+                }
+            }
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    false
+}
+
+/// The refusal of a body [`too_deep`] finds.
+pub(crate) fn too_deep_error() -> String {
+    format!(
+        "the JSON nests objects and arrays more than {MAX_JSON_DEPTH} levels deep, which many JSON clients cannot read back; send it flatter"
+    )
+}
+
 /// Whether a raw JSON value is an object (IOA's `content`, `meta` and
 /// `content_schema` must be).
 pub(crate) fn is_object(raw: &RawValue) -> bool {
@@ -288,6 +334,23 @@ mod tests {
         assert!(serde_json::from_slice::<SendMessage>(br#"{"content":{}} {}"#).is_err());
         assert!(
             serde_json::from_slice::<SendMessage>(br#"{"refs":{"messages":[],"x":[]}}"#).is_err()
+        );
+    }
+
+    #[test]
+    fn nesting_is_counted_outside_strings_only() {
+        let deep = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+        assert!(!too_deep(deep(MAX_JSON_DEPTH).as_bytes()));
+        assert!(too_deep(deep(MAX_JSON_DEPTH + 1).as_bytes()));
+        let quoted = format!(r#"{{"a":"{}\"{}"}}"#, "{".repeat(100), "[".repeat(100));
+        assert!(
+            !too_deep(quoted.as_bytes()),
+            "brackets in strings do not nest"
+        );
+        let unbalanced = "]".repeat(100) + &deep(MAX_JSON_DEPTH + 1);
+        assert!(
+            too_deep(unbalanced.as_bytes()),
+            "closing first never hides depth"
         );
     }
 

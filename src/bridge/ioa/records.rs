@@ -37,8 +37,8 @@ use crate::log::LogRecord;
 use crate::replay::{META_CAUSES, ReplayRecord};
 
 use super::model::{
-    IdentityBinding, Refs, SendMessage, SpaceCreate, identity_conversation, is_empty_object,
-    is_object, space_conversation,
+    IdentityBinding, MAX_JSON_DEPTH, Refs, SendMessage, SpaceCreate, identity_conversation,
+    is_empty_object, is_object, space_conversation, too_deep,
 };
 
 /// The operation of a node's registration event.
@@ -135,6 +135,15 @@ pub(crate) fn read(topic: &str, record: LogRecord) -> Option<IoaRecord> {
     let envelope = record.envelope()?;
     let id = envelope.record?;
     let operation = envelope.operation.as_deref();
+    if matches!(operation, Some(OP_NODE | OP_MESSAGE | OP_IDENTITY)) && too_deep(&envelope.body) {
+        // Written past the bridge (which refuses it): served, it would
+        // break every read that includes it for ordinary JSON clients.
+        tracing::warn!(
+            position = %record.position,
+            "an IOA record's JSON nests more than {MAX_JSON_DEPTH} levels deep; not served"
+        );
+        return None;
+    }
     match (envelope.kind, operation) {
         (Kind::Event, Some(OP_NODE)) => {
             let node: NodeRecord = serde_json::from_slice(&envelope.body).ok()?;

@@ -12,7 +12,7 @@ use crate::replay::Direction;
 use super::model::{
     AuthRegister, AuthResponse, IdentityBinding, MessageOut, NodeCreate, NodeOut, Refs,
     SendMessage, SpaceCreate, SpaceInfo, SpaceWithRoots, is_object, normalize_tags,
-    space_conversation,
+    space_conversation, too_deep, too_deep_error,
 };
 use super::records::{self, MAX_PARENTS, NodeRecord};
 use super::view::{Mode, Space, View, addressed_to, message_out, window};
@@ -144,11 +144,18 @@ fn identity_args(namespace: &str, subject: &str) -> Result<(), IoaError> {
     Ok(())
 }
 
-/// A node binds and unbinds identities of its own only.
-fn own_node(caller: &str, node: &str) -> Result<(), IoaError> {
+/// What [`own_node`] refuses a caller to do to another node's identities.
+const CHANGE_IDENTITIES: &str = "change the identities of";
+/// What [`own_node`] refuses a caller to do to another node's inbox (its
+/// `inbox` and its event stream).
+pub(crate) const READ_INBOX: &str = "read the inbox of";
+
+/// A node binds and unbinds identities of its own only, and reads its own
+/// inbox only: `doing` says which.
+pub(crate) fn own_node(caller: &str, node: &str, doing: &str) -> Result<(), IoaError> {
     if caller != node {
         return Err(IoaError::Forbidden(format!(
-            "node '{caller}' cannot change the identities of node '{node}'; use {node}'s own token"
+            "node '{caller}' cannot {doing} node '{node}'; use {node}'s own token"
         )));
     }
     Ok(())
@@ -242,7 +249,7 @@ impl IoaBridge {
         node: &str,
         binding: IdentityBinding,
     ) -> Result<NodeOut, IoaError> {
-        own_node(caller, node)?;
+        own_node(caller, node, CHANGE_IDENTITIES)?;
         let binding = binding.normalized().map_err(IoaError::InvalidInput)?;
         let agent = node_id(node)?;
         let _one_at_a_time = self.inner.registering.lock().await;
@@ -269,7 +276,7 @@ impl IoaBridge {
         namespace: &str,
         subject: &str,
     ) -> Result<NodeOut, IoaError> {
-        own_node(caller, node)?;
+        own_node(caller, node, CHANGE_IDENTITIES)?;
         identity_args(namespace, subject)?;
         let agent = node_id(node)?;
         let _one_at_a_time = self.inner.registering.lock().await;
@@ -466,6 +473,11 @@ impl IoaBridge {
         caller: &Caller,
         body: Vec<u8>,
     ) -> Result<MessageOut, IoaError> {
+        // Refused before anything is stored: every read including it would
+        // break ordinary JSON clients.
+        if too_deep(&body) {
+            return Err(IoaError::InvalidInput(too_deep_error()));
+        }
         let request: SendMessage = serde_json::from_slice(&body)
             .map_err(|e| IoaError::InvalidInput(format!("invalid message: {e}")))?;
         let (space, (sender, new), refs, first_at) = self.inner.shared.read(|v| {
@@ -520,9 +532,11 @@ impl IoaBridge {
     }
 
     /// `GET /nodes/{id}/inbox`: what is addressed to the node (or broadcast)
-    /// in every space it joined, spaces by id, each in log order.
+    /// in every space it joined, spaces by id, each in log order; for the
+    /// node itself only.
     pub(crate) fn inbox(
         &self,
+        caller: &str,
         node: &str,
         after: &str,
         limit: Option<usize>,
@@ -531,6 +545,7 @@ impl IoaBridge {
             if v.node(node).is_none() {
                 return Err(IoaError::NotFound(format!("Node '{node}' not found")));
             }
+            own_node(caller, node, READ_INBOX)?;
             let all: Vec<_> = v
                 .spaces_of(node)
                 .into_iter()

@@ -15,8 +15,9 @@ pub struct IoaArgs {
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8765")]
     pub listen: String,
 
-    /// The key that registers nodes (POST /auth/register) and creates spaces
-    /// (X-Access-Key); a random one is made and printed when not given.
+    /// The key that registers nodes (POST /auth/register, POST /nodes) and
+    /// creates spaces (X-Access-Key); never empty. A random one is made and
+    /// printed when not given.
     #[arg(
         long,
         value_name = "KEY",
@@ -40,6 +41,15 @@ pub struct IoaArgs {
 
 /// Serves IOA clients until SIGINT or SIGTERM.
 pub async fn run(global: &Global, args: IoaArgs) -> Result<(), Failure> {
+    if args
+        .access_key
+        .as_deref()
+        .is_some_and(|k| k.trim().is_empty())
+    {
+        return Err(Failure::new(
+            "the access key is empty (--access-key or IOA_ACCESS_KEY): anyone could register nodes and create spaces with it; pass a key of your own, or give neither and a random one is made and printed",
+        ));
+    }
     let (log, topology) = global.topology().await?;
     let describe = log.describe();
     let generated = args.access_key.is_none();

@@ -294,6 +294,24 @@ impl EmbeddedLog {
         })
     }
 
+    /// Opens the embedded log in directory `path` only if one is there
+    /// (its database exists); otherwise [`LogError::NoLog`], and nothing
+    /// is created. For tools that only read a log.
+    pub fn open_existing(path: &Path) -> Result<Self, LogError> {
+        let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
+        match std::fs::metadata(absolute.join(DB_FILE)) {
+            Ok(_) => Self::open(path),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(LogError::NoLog {
+                spec: format!("embedded:{}", path.display()),
+                path: absolute,
+            }),
+            Err(e) => Err(LogError::Storage(format!(
+                "cannot look for the log in {}: {e}",
+                path.display()
+            ))),
+        }
+    }
+
     /// The directory this log lives in, as given to [`EmbeddedLog::open`].
     pub fn dir(&self) -> &Path {
         &self.core.dir
