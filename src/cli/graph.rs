@@ -5,6 +5,7 @@ use clap::{Args, ValueEnum};
 use agdx::replay::{Direction, GraphStart, NodeKey, causal_graph};
 use agdx::wire::ConversationId;
 
+use super::check::{skipped_failure, warn_skipped_in};
 use super::context::{Failure, Global};
 use super::view::{graph_dot, graph_mermaid, graph_text};
 
@@ -65,5 +66,11 @@ pub async fn run(global: &Global, args: GraphArgs) -> Result<(), Failure> {
         Format::Mermaid => graph_mermaid(&graph),
     };
     print!("{drawn}");
+    for damage in graph.damaged() {
+        warn_skipped_in(&topology, damage);
+    }
+    if !graph.damaged().is_empty() {
+        return Err(skipped_failure(graph.damaged().len()));
+    }
     Ok(())
 }

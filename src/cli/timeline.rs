@@ -8,6 +8,7 @@ use agdx::replay::Replay;
 use agdx::wire::ConversationId;
 use agdx::{Clock, SystemClock};
 
+use super::check::{skipped_failure, warn_skipped_in};
 use super::context::{Failure, Global, parse_since};
 use super::tail::record_json;
 use super::view::Timeline;
@@ -51,12 +52,17 @@ pub async fn run(global: &Global, args: TimelineArgs) -> Result<(), Failure> {
         Replay::new(log.clone(), &topology, args.conversation).from_offset(args.from.unwrap_or(0));
     let mut view = Timeline::default();
     let mut printed = 0u64;
+    let mut warned = 0;
     loop {
         let batch = if args.follow {
             replay.next_batch(Duration::from_millis(500)).await?
         } else {
             replay.read_to_end().await?
         };
+        for damage in &replay.damaged()[warned..] {
+            warn_skipped_in(&topology, damage);
+        }
+        warned = replay.damaged().len();
         for record in batch
             .iter()
             .filter(|r| args.since.is_none_or(|since| r.timestamp_micros >= since))
@@ -82,6 +88,9 @@ pub async fn run(global: &Global, args: TimelineArgs) -> Result<(), Failure> {
     }
     for line in view.finish(SystemClock.now_micros()) {
         println!("{line}");
+    }
+    if warned > 0 {
+        return Err(skipped_failure(warned));
     }
     if printed == 0 {
         return Err(Failure::new(format!(

@@ -8,7 +8,7 @@ use agdx_wire::{
 };
 use bytes::Bytes;
 
-use crate::log::{LogError, LogRecord, SharedLog, TopicInfo};
+use crate::log::{Damage, LogError, LogRecord, SharedLog, TopicInfo};
 use crate::producer::Producer;
 use crate::record::content_type_of;
 use crate::topology::Topology;
@@ -176,6 +176,7 @@ pub struct Replay {
     conversation: ConversationId,
     cursors: Vec<Cursor>,
     skipped: u64,
+    damaged: Vec<Damage>,
 }
 
 impl Replay {
@@ -203,6 +204,7 @@ impl Replay {
             conversation,
             cursors,
             skipped: 0,
+            damaged: Vec::new(),
         }
     }
 
@@ -238,34 +240,124 @@ impl Replay {
         self.skipped
     }
 
+    /// The damaged records stepped over so far, in the order met (they
+    /// may hold records of the conversation: nothing of them can be read).
+    pub fn damaged(&self) -> &[Damage] {
+        &self.damaged
+    }
+
     /// Reads what is there now in every topic (up to a poll's worth each),
     /// waiting up to `wait` when nothing is; the conversation's records,
     /// in log order. Empty when there is nothing new.
     pub async fn next_batch(&mut self, wait: Duration) -> Result<Vec<ReplayRecord>, ReplayError> {
-        let log = &self.log;
-        let polls = self.cursors.iter().map(|cursor| async move {
-            log.poll(
-                &cursor.topic,
-                cursor.partition,
-                cursor.next,
-                POLL_BATCH,
-                wait,
-            )
-            .await
-        });
-        let results = futures_util::future::join_all(polls).await;
+        let every = vec![true; self.cursors.len()];
         let mut out = Vec::new();
-        for (cursor, result) in self.cursors.iter_mut().zip(results) {
+        self.poll_once(&every, wait, &mut out).await?;
+        out.sort_by_key(ReplayRecord::order_key);
+        Ok(out)
+    }
+
+    /// Reads everything there is now, in log order: each topic up to the
+    /// last offset its partition had when the read began, however many
+    /// records of other conversations lie in between.
+    pub async fn read_to_end(&mut self) -> Result<Vec<ReplayRecord>, ReplayError> {
+        let mut ends = self.end_offsets().await?;
+        let mut all = Vec::new();
+        while let Some(batch) = self.next_up_to(&mut ends).await? {
+            all.extend(batch);
+        }
+        all.sort_by_key(ReplayRecord::order_key);
+        Ok(all)
+    }
+
+    /// The last offset of each cursor's partition now (`None`: empty), for
+    /// [`Replay::next_up_to`].
+    pub(crate) async fn end_offsets(&self) -> Result<Vec<Option<u64>>, ReplayError> {
+        let log = &self.log;
+        let ends = self
+            .cursors
+            .iter()
+            .map(|c| async move { log.last_offset(&c.topic, c.partition).await });
+        let ends = futures_util::future::try_join_all(ends).await?;
+        Ok(ends)
+    }
+
+    /// One poll of each topic not yet read up to its end in `ends`; the
+    /// conversation's records it found, in log order (maybe none), or
+    /// `None` once every topic is read to its end. A partition that
+    /// returns nothing before its end (a backend whose records there are
+    /// gone) counts as read.
+    pub(crate) async fn next_up_to(
+        &mut self,
+        ends: &mut [Option<u64>],
+    ) -> Result<Option<Vec<ReplayRecord>>, ReplayError> {
+        let unread: Vec<bool> = self
+            .cursors
+            .iter()
+            .zip(ends.iter())
+            .map(|(cursor, end)| end.is_some_and(|end| cursor.next <= end))
+            .collect();
+        if !unread.contains(&true) {
+            return Ok(None);
+        }
+        let mut out = Vec::new();
+        let moved = self.poll_once(&unread, Duration::ZERO, &mut out).await?;
+        for ((end, polled), moved) in ends.iter_mut().zip(unread).zip(moved) {
+            if polled && !moved {
+                *end = None;
+            }
+        }
+        out.sort_by_key(ReplayRecord::order_key);
+        Ok(Some(out))
+    }
+
+    /// Polls each cursor `which` selects once, at once, waiting up to
+    /// `wait`; adds the conversation's records to `out`. Which cursors
+    /// moved on.
+    async fn poll_once(
+        &mut self,
+        which: &[bool],
+        wait: Duration,
+        out: &mut Vec<ReplayRecord>,
+    ) -> Result<Vec<bool>, ReplayError> {
+        let log = &self.log;
+        let polls = self
+            .cursors
+            .iter()
+            .zip(which)
+            .map(|(cursor, &poll)| async move {
+                if !poll {
+                    return None;
+                }
+                let polled = log
+                    .poll(
+                        &cursor.topic,
+                        cursor.partition,
+                        cursor.next,
+                        POLL_BATCH,
+                        wait,
+                    )
+                    .await;
+                Some(polled)
+            });
+        let results = futures_util::future::join_all(polls).await;
+        let mut moved = vec![false; self.cursors.len()];
+        for ((cursor, result), moved) in self.cursors.iter_mut().zip(results).zip(&mut moved) {
             let records = match result {
-                Ok(records) => records,
-                Err(LogError::Corrupt { position, .. }) => {
-                    // A damaged record never surfaces; step over it.
-                    cursor.next = position.offset + 1;
-                    self.skipped += 1;
+                None => continue,
+                Some(Ok(records)) => records,
+                Some(Err(LogError::Corrupt(damage))) => {
+                    // Damage never surfaces as records; step over it, and
+                    // keep it for whoever reports on the replay.
+                    cursor.next = damage.next_offset();
+                    self.skipped += damage.count();
+                    self.damaged.push(damage);
+                    *moved = true;
                     continue;
                 }
-                Err(error) => return Err(error.into()),
+                Some(Err(error)) => return Err(error.into()),
             };
+            *moved = !records.is_empty();
             for record in records {
                 cursor.next = record.position.offset + 1;
                 match ReplayRecord::decode(&cursor.topic.topic, record) {
@@ -274,22 +366,7 @@ impl Replay {
                 }
             }
         }
-        out.sort_by_key(ReplayRecord::order_key);
-        Ok(out)
-    }
-
-    /// Reads everything there is now, in log order.
-    pub async fn read_to_end(&mut self) -> Result<Vec<ReplayRecord>, ReplayError> {
-        let mut all = Vec::new();
-        loop {
-            let batch = self.next_batch(Duration::ZERO).await?;
-            if batch.is_empty() {
-                break;
-            }
-            all.extend(batch);
-        }
-        all.sort_by_key(ReplayRecord::order_key);
-        Ok(all)
+        Ok(moved)
     }
 }
 
@@ -311,7 +388,7 @@ pub async fn record_at(
         .await
     {
         Ok(records) => records,
-        Err(LogError::Corrupt { .. }) | Err(LogError::NoSuchPartition { .. }) => return Ok(None),
+        Err(LogError::Corrupt(_)) | Err(LogError::NoSuchPartition { .. }) => return Ok(None),
         Err(error) => return Err(error.into()),
     };
     match records.pop() {
