@@ -245,6 +245,7 @@ impl LiveAgents {
                 {
                     Ok(batch) => batch,
                     Err(LogError::Corrupt(damage)) => {
+                        tracing::warn!(%damage, "stepping over damaged records of the agent registry");
                         next = damage.next_offset();
                         self.skipped += damage.count();
                         continue;

@@ -5,7 +5,7 @@ use clap::Args;
 
 use agdx::Topology;
 use agdx::TopologyConfig;
-use agdx::log::check::{CheckReport, Finding, check_topics};
+use agdx::log::check::{CheckReport, check_topics};
 use agdx::log::embedded::EmbeddedLog;
 use agdx::log::{Damage, LogSpec, TopicInfo};
 
@@ -70,9 +70,7 @@ pub async fn run(global: &Global, args: CheckArgs) -> Result<(), Failure> {
     if report.is_clean() {
         return Ok(());
     }
-    let lost = report.findings.iter().any(|finding| {
-        matches!(finding, Finding::Records { damage, .. } if damage.reason.starts_with("lost:"))
-    });
+    let lost = report.lost_records();
     Err(Failure::with_code(
         format!(
             "the log is damaged (see above); restore it from a backup to get those records back. Until then readers step over damaged records and workers dead-letter them{}",

@@ -26,6 +26,16 @@ pub enum Finding {
         /// Which records, and why.
         damage: Damage,
     },
+    /// Records the log acknowledged that its storage no longer holds (the
+    /// embedded log refuses to open until they are given up).
+    Lost {
+        /// The stream's name.
+        stream: String,
+        /// The topic's name.
+        topic: String,
+        /// Which records.
+        damage: Damage,
+    },
     /// A problem of the storage not tied to known records (a damaged
     /// database page SQLite's integrity check names, say).
     Storage(String),
@@ -35,6 +45,11 @@ impl fmt::Display for Finding {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Finding::Records {
+                stream,
+                topic,
+                damage,
+            }
+            | Finding::Lost {
                 stream,
                 topic,
                 damage,
@@ -69,12 +84,19 @@ impl CheckReport {
         self.findings.is_empty()
     }
 
+    /// Whether records the log acknowledged are gone.
+    pub fn lost_records(&self) -> bool {
+        self.findings
+            .iter()
+            .any(|finding| matches!(finding, Finding::Lost { .. }))
+    }
+
     /// How many records the findings name as unreadable.
     pub fn damaged_records(&self) -> u64 {
         self.findings
             .iter()
             .map(|finding| match finding {
-                Finding::Records { damage, .. } => damage.count(),
+                Finding::Records { damage, .. } | Finding::Lost { damage, .. } => damage.count(),
                 Finding::Storage(_) => 0,
             })
             .sum()
@@ -126,7 +148,12 @@ async fn check_partition(
             .await
         {
             Ok(records) => {
-                let Some(tail) = records.last() else { break };
+                let Some(tail) = records.last() else {
+                    let reason =
+                        format!("the log returned nothing, though its last offset is {last}");
+                    report.findings.push(unreadable(from, &reason));
+                    break;
+                };
                 from = tail.position.offset + 1;
                 report.records += records.len() as u64;
             }

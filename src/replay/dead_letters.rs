@@ -94,6 +94,7 @@ pub async fn dead_letters(
             let batch = match log.poll(dlq, partition, from, 1000, Duration::ZERO).await {
                 Ok(batch) => batch,
                 Err(LogError::Corrupt(damage)) => {
+                    tracing::warn!(%damage, "stepping over damaged records of the dead-letter topic");
                     from = damage.next_offset();
                     continue;
                 }

@@ -190,9 +190,9 @@ impl<F: Fold> Folded<F> {
     /// Folds every record there is now (up to the partition's last offset
     /// when this began); returns how many were folded.
     pub async fn catch_up(&mut self) -> Result<u64, ReplayError> {
-        let mut ends = self.replay.end_offsets().await?;
+        let ends = self.replay.end_offsets().await?;
         let mut folded = 0;
-        while let Some(batch) = self.replay.next_up_to(&mut ends).await? {
+        while let Some(batch) = self.replay.next_up_to(&ends).await? {
             self.track_progress();
             for record in &batch {
                 self.fold.apply(&mut self.state, record);

@@ -37,6 +37,25 @@ pub enum ReplayError {
         /// That stream's id.
         stream_id: u32,
     },
+    /// A partition returned nothing before the last offset it had when
+    /// the read began: the backend did not deliver records it holds (a
+    /// broker too slow to fetch them in time, say). Never taken for the
+    /// end, which would leave records out without a word.
+    #[error(
+        "partition {partition} of '{stream}/{topic}' returned no records from offset {from} on, though its last offset is {last}; try again, and if it keeps happening, check the log server"
+    )]
+    Short {
+        /// The stream's name.
+        stream: String,
+        /// The topic's name.
+        topic: String,
+        /// The partition.
+        partition: u32,
+        /// Where the read found nothing.
+        from: u64,
+        /// The partition's last offset when the read began.
+        last: u64,
+    },
     /// Appending to the log failed (snapshots, redrives).
     #[error(transparent)]
     Produce(#[from] crate::producer::ProduceError),
@@ -52,6 +71,7 @@ impl ReplayError {
             ReplayError::Log(e) => e.is_retryable(),
             ReplayError::NotFound(_) => false,
             ReplayError::ForeignPosition { .. } => false,
+            ReplayError::Short { .. } => true,
             ReplayError::Produce(e) => e.is_retryable(),
             ReplayError::State(_) => false,
         }
@@ -261,9 +281,9 @@ impl Replay {
     /// last offset its partition had when the read began, however many
     /// records of other conversations lie in between.
     pub async fn read_to_end(&mut self) -> Result<Vec<ReplayRecord>, ReplayError> {
-        let mut ends = self.end_offsets().await?;
+        let ends = self.end_offsets().await?;
         let mut all = Vec::new();
-        while let Some(batch) = self.next_up_to(&mut ends).await? {
+        while let Some(batch) = self.next_up_to(&ends).await? {
             all.extend(batch);
         }
         all.sort_by_key(ReplayRecord::order_key);
@@ -285,11 +305,11 @@ impl Replay {
     /// One poll of each topic not yet read up to its end in `ends`; the
     /// conversation's records it found, in log order (maybe none), or
     /// `None` once every topic is read to its end. A partition that
-    /// returns nothing before its end (a backend whose records there are
-    /// gone) counts as read.
+    /// returns nothing before its end fails the read
+    /// ([`ReplayError::Short`]).
     pub(crate) async fn next_up_to(
         &mut self,
-        ends: &mut [Option<u64>],
+        ends: &[Option<u64>],
     ) -> Result<Option<Vec<ReplayRecord>>, ReplayError> {
         let unread: Vec<bool> = self
             .cursors
@@ -302,10 +322,17 @@ impl Replay {
         }
         let mut out = Vec::new();
         let moved = self.poll_once(&unread, Duration::ZERO, &mut out).await?;
-        for ((end, polled), moved) in ends.iter_mut().zip(unread).zip(moved) {
-            if polled && !moved {
-                *end = None;
-            }
+        let stuck = (self.cursors.iter().zip(ends))
+            .zip(unread.iter().zip(moved))
+            .find(|(_, (polled, moved))| **polled && !moved);
+        if let Some(((cursor, end), _)) = stuck {
+            return Err(ReplayError::Short {
+                stream: cursor.topic.stream.clone(),
+                topic: cursor.topic.topic.clone(),
+                partition: cursor.partition,
+                from: cursor.next,
+                last: end.unwrap_or_default(),
+            });
         }
         out.sort_by_key(ReplayRecord::order_key);
         Ok(Some(out))

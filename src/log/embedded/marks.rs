@@ -171,10 +171,24 @@ pub(super) fn compare(
         .query_map([], topic_row)?
         .collect::<Result<_, _>>()?;
     let mut lost = Vec::new();
+    let mut unknown = Vec::new();
     for mark in stored {
-        let row = topics.iter().find(|t| t.key == mark.key);
+        // The names too: a key the database lost with its topic may have
+        // gone to a topic made since.
+        let row = topics.iter().find(|t| {
+            t.key == mark.key && t.info.stream == mark.stream && t.info.topic == mark.topic
+        });
         let held = match row {
-            Some(row) if mark.part < row.info.partitions => held(records, mark.key, mark.part)?,
+            Some(row) if mark.part < row.info.partitions => {
+                match held(records, mark.key, mark.part) {
+                    Ok(held) => held,
+                    Err(fault) => {
+                        unknowable(mark, fault)?;
+                        unknown.push((mark.key, mark.part));
+                        continue;
+                    }
+                }
+            }
             _ => 0,
         };
         if held < mark.next {
@@ -192,6 +206,9 @@ pub(super) fn compare(
     let mut raises = Vec::new();
     for row in &topics {
         for part in 0..row.info.partitions {
+            if unknown.contains(&(row.key, part)) {
+                continue;
+            }
             let next = held(records, row.key, part)?;
             let mark = stored.iter().find(|m| m.key == row.key && m.part == part);
             if next > 0 && mark.is_none_or(|mark| mark.next < next) {
@@ -202,6 +219,20 @@ pub(super) fn compare(
     Ok((lost, raises))
 }
 
+/// Goes on when the end of `mark`'s partition cannot be read because
+/// SQLite finds the page holding it malformed: that is damage the reads
+/// of the partition report (and `verify` names), not a reason to refuse
+/// the whole log. Any other failure stands.
+fn unknowable(mark: &Mark, fault: Fault) -> Result<(), Fault> {
+    match fault {
+        Fault::Sql(error) if crate::sqlite::is_damage(&error) => {
+            tracing::error!(%error, stream = %mark.stream, topic = %mark.topic, partition = mark.part, "the end of a partition of the embedded log cannot be read; its high-water mark cannot be checked");
+            Ok(())
+        }
+        other => Err(other),
+    }
+}
+
 /// Lowers the marks of `lost` to what the records' database holds: the
 /// log gives those records up and opens again, appending from there on.
 pub(super) fn accept(marks: &mut Connection, lost: &[Lost]) -> Result<(), Fault> {
@@ -209,7 +240,14 @@ pub(super) fn accept(marks: &mut Connection, lost: &[Lost]) -> Result<(), Fault>
     {
         let mut lower =
             tx.prepare("UPDATE marks SET next = ?3 WHERE topic_key = ?1 AND part = ?2")?;
+        let mut forget = tx.prepare("DELETE FROM marks WHERE topic_key = ?1 AND part = ?2")?;
         for partition in lost {
+            // A topic the database lost altogether leaves no mark behind:
+            // its key may be another topic's by now.
+            if partition.ids.is_none() {
+                forget.execute(params![partition.key, partition.partition])?;
+                continue;
+            }
             let held = i64::try_from(partition.held).unwrap_or(i64::MAX);
             lower.execute(params![partition.key, partition.partition, held])?;
         }

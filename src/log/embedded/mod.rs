@@ -7,14 +7,16 @@
 //!
 //! # On disk
 //!
-//! The directory (created when missing) holds two SQLite databases in WAL
-//! mode, each with its `-wal` and `-shm` companions: `log.sqlite3` with the
-//! records and offsets, and `groups.sqlite3` with the consumer groups'
+//! The directory (created when missing) holds three SQLite databases in
+//! WAL mode, each with its `-wal` and `-shm` companions: `log.sqlite3` with
+//! the records and offsets, `groups.sqlite3` with the consumer groups'
 //! leases, kept apart so that renewing a lease never waits behind an append
-//! (see *Consumer groups*). Both are marked with `application_id` "AGDX"
-//! and a format version in `user_version`; another program's database, or
-//! another format, is refused with [`LogError::Incompatible`] (a log made
-//! before the leases moved out is upgraded when opened). Their tables:
+//! (see *Consumer groups*), and `marks.sqlite3` with the high-water marks
+//! (see *Damage*). All are marked with `application_id` "AGDX" and a format
+//! version in `user_version`; another program's database, or another
+//! format, is refused with [`LogError::Incompatible`] (a log made before
+//! the leases moved out is upgraded when opened, one made before the marks
+//! gets them). Their tables:
 //!
 //! | file | table | one row per | holds |
 //! | --- | --- | --- | --- |
@@ -24,6 +26,7 @@
 //! | `log` | `group_offsets` | (group, partition) | the committed offset |
 //! | `groups` | `group_members` | live group member | lease expiry, its process's token |
 //! | `groups` | `group_owners` | owned partition | the member that owns it |
+//! | `marks` | `marks` | partition with records | the offset after its last acknowledged record |
 //!
 //! Records are addressed like Apache Iggy's: stream ids and topic ids are
 //! given by the log, counting from 1 (topic ids within their stream);
@@ -49,12 +52,30 @@
 //! worker's replies and its offset commit ([`Log::append_and_commit`]) are
 //! one transaction: the offset never moves without its replies.
 //!
-//! SQLite never exposes a half-written transaction. As a second line of
-//! defence every record stores an xxh3-64 checksum of its offset,
-//! timestamp, headers and payload; a poll that meets a record failing it
-//! returns the records before it and then [`LogError::Corrupt`] naming the
-//! position, never damaged bytes. Committing that offset for a group steps
-//! over it.
+//! # Damage
+//!
+//! SQLite never exposes a half-written transaction, but it trusts its
+//! files: damaged bytes can change records, make it skip them, or (in the
+//! WAL, at recovery) drop whole acknowledged commits without a word. None
+//! of that is served as if nothing happened:
+//!
+//! - every record stores an xxh3-64 checksum of its offset, timestamp,
+//!   headers and payload, and offsets are dense, so a poll meeting a
+//!   record failing its checksum, a gap, a scan that ends before the
+//!   partition's last offset or a page SQLite reports malformed returns
+//!   the records before it and then [`LogError::Corrupt`] naming the
+//!   damaged offsets, never damaged bytes (the `read` module); committing
+//!   the last of them for a group steps over them;
+//! - high-water marks, kept in their own file, make a log whose database
+//!   lost records at its end refuse to open ([`LogError::Damaged`]) rather
+//!   than serve less (the `marks` module, which also says why marks and
+//!   not SQLite's checksum VFS shim);
+//! - [`EmbeddedLog::verify`] checks a whole log (`PRAGMA quick_check`,
+//!   marks, every record) and [`EmbeddedLog::accept_loss`] gives up what a
+//!   damaged database lost.
+//!
+//! A full disk is [`LogError::StorageFull`]; a file SQLite finds malformed
+//! or not a database at all, [`LogError::Damaged`].
 //!
 //! # Waiting polls
 //!

@@ -125,7 +125,7 @@ fn run_quick_check(conn: &Connection) -> Result<Vec<String>, Fault> {
     Ok(lines)
 }
 
-/// A lost range as a finding: records of a known topic, or (when the
+/// A lost range as a finding: lost records of a known topic, or (when the
 /// database lost the topic itself) a storage problem naming it.
 fn lost_finding(lost: &Lost) -> Finding {
     let Some((stream, topic)) = lost.ids else {
@@ -137,7 +137,7 @@ fn lost_finding(lost: &Lost) -> Finding {
         partition: lost.partition,
         offset: lost.held,
     };
-    Finding::Records {
+    Finding::Lost {
         stream: lost.stream.clone(),
         topic: lost.topic.clone(),
         damage: Damage::range(
