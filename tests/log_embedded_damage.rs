@@ -172,6 +172,15 @@ async fn a_record_whose_bytes_flipped_in_the_file_is_named_and_stepped_over() {
         COMMANDS - 1,
         "every other command reads back"
     );
+    let before = shared
+        .poll(commands, log.partition, 149, 1, Duration::ZERO)
+        .await
+        .expect("command 149");
+    let before = agdx::envelope_of(&before[0])
+        .expect("an envelope")
+        .record
+        .expect("a record id")
+        .to_string();
     drop(shared);
 
     let (code, stdout, stderr) = log.agdx(&["tail"]).await;
@@ -193,6 +202,13 @@ async fn a_record_whose_bytes_flipped_in_the_file_is_named_and_stepped_over() {
         "{stdout}"
     );
     assert!(!stdout.contains(&body(150)));
+
+    let (code, stdout, stderr) = log
+        .agdx(&["graph", &before, "--conversation", &conversation])
+        .await;
+    assert_eq!(code, 5, "{stderr}");
+    assert!(stdout.contains("◀ start"), "the graph is drawn: {stdout}");
+    assert_eq!(stderr.matches(&named).count(), 1, "said once: {stderr}");
 
     let (code, stdout, stderr) = log.agdx(&["check"]).await;
     assert_eq!(code, 5, "{stdout}{stderr}");

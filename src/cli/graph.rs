@@ -23,7 +23,8 @@ pub enum Format {
 /// Draws the records linked to one record by `cause`: its ancestors
 /// (--up), its descendants (--down), or both (the default). Threads, trees
 /// and merges come out as they are on the log; the chunks of one stream are
-/// drawn as one box.
+/// drawn as one box. Records that cannot be read (damaged) are skipped and
+/// named on stderr, and the exit status is 5.
 #[derive(Debug, Args)]
 pub struct GraphArgs {
     /// A record id (26 characters) or a position stream/topic/partition/offset.

@@ -20,7 +20,8 @@ use super::wire::json::{Json, JsonCodec};
 ///
 /// Without --follow it prints what is there from the start and exits; with
 /// --follow it prints new records as they arrive (from the end unless
-/// --from or --from-start says otherwise).
+/// --from or --from-start says otherwise). Records that cannot be read
+/// (damaged) are skipped and named on stderr, and the exit status is 5.
 #[derive(Debug, Args)]
 pub struct TailArgs {
     /// Only this topic (default: every agent topic).

@@ -21,7 +21,8 @@ use super::view::Timeline;
 /// operation, source → target, a preview of the body, and for replies the
 /// latency since their command. A chunk stream is one line with its
 /// counters; `gap` and `abandoned` are this reader's conclusions and are
-/// marked so (they are never on the log).
+/// marked so (they are never on the log). Records that cannot be read
+/// (damaged) are skipped and named on stderr, and the exit status is 5.
 #[derive(Debug, Args)]
 pub struct TimelineArgs {
     /// The conversation (26-character id, as `agdx send` prints it).

@@ -91,7 +91,8 @@ pub enum LogError {
     /// Damage confined to some records is [`LogError::Corrupt`] instead.
     #[error("the log at {location} is damaged: {reason}")]
     Damaged {
-        /// The storage, as the user named it.
+        /// The storage: the log as the user named it, or the file found
+        /// damaged.
         location: String,
         /// What is damaged, naming the ranges of records it affects.
         reason: String,

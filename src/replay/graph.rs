@@ -431,6 +431,9 @@ pub async fn causal_graph(
     }
     let mut graph = CausalGraph::from_records(records, &start.node, direction)
         .ok_or_else(|| ReplayError::NotFound(format!("record {} is not on the log", start.node)))?;
+    // A conversation searched for the start is read again for the walk.
+    damaged.sort_by_key(|d| (d.position, d.last));
+    damaged.dedup();
     graph.damaged = damaged;
     Ok(graph)
 }
