@@ -87,12 +87,14 @@ pub fn block_on<F: std::future::Future<Output = Result<(), Failure>>>(future: F)
     }
 }
 
-/// The global options: which log, which stream, which key registry.
+/// The global options: which log, which stream, which key registry; and
+/// how long connecting to a log server may take.
 #[derive(Debug, Clone)]
 pub struct Global {
     pub log: String,
     pub stream: String,
     pub keys: Option<PathBuf>,
+    pub connect_limit: Duration,
 }
 
 impl Global {
@@ -101,9 +103,9 @@ impl Global {
         self.log.parse::<LogSpec>().map_err(Failure::new)
     }
 
-    /// Opens the log.
+    /// Opens the log, connecting within [`Global::connect_limit`].
     pub async fn open(&self) -> Result<SharedLog, Failure> {
-        Ok(self.spec()?.open().await?)
+        Ok(self.spec()?.open_within(self.connect_limit).await?)
     }
 
     /// Opens the log and the agent topology, creating what is missing, so a

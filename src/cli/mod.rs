@@ -115,6 +115,7 @@ pub fn run(cli: Cli) -> ExitCode {
         log: cli.log,
         stream: cli.stream,
         keys: cli.keys,
+        connect_limit: agdx::log::DEFAULT_CONNECT_TIMEOUT,
     };
     match cli.command {
         Command::Demo(args) => block_on(demo::run(&global, args)),

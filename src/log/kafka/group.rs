@@ -33,6 +33,7 @@ use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Reb
 use rdkafka::error::RDKafkaErrorCode;
 use rdkafka::{Offset, TopicPartitionList};
 
+use super::context::Quiet;
 use super::errors::request_error;
 use super::reader::blocking;
 use super::records::kafka_partition;
@@ -157,7 +158,15 @@ struct MemberContext {
     shared: Arc<Shared>,
 }
 
-impl ClientContext for MemberContext {}
+impl ClientContext for MemberContext {
+    fn log(&self, level: rdkafka::config::RDKafkaLogLevel, facility: &str, message: &str) {
+        super::context::log(level, facility, message);
+    }
+
+    fn error(&self, error: rdkafka::error::KafkaError, reason: &str) {
+        super::context::background_error(&error, reason);
+    }
+}
 
 impl ConsumerContext for MemberContext {
     fn pre_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
@@ -423,7 +432,7 @@ pub(crate) async fn commit_through_members(
 /// in no group: for groups without live members.
 pub(crate) async fn commit_outside(
     describe: &str,
-    consumer: Arc<BaseConsumer>,
+    consumer: Arc<BaseConsumer<Quiet>>,
     name: &str,
     group: &str,
     partition: u32,
@@ -444,7 +453,7 @@ pub(crate) async fn commit_outside(
 /// Whether group `group` has live members, as the cluster reports it.
 pub(crate) async fn has_members(
     describe: &str,
-    consumer: Arc<BaseConsumer>,
+    consumer: Arc<BaseConsumer<Quiet>>,
     group: &str,
 ) -> Result<bool, LogError> {
     let owned = group.to_owned();

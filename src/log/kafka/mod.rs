@@ -44,6 +44,7 @@
 //!   after finishing and committing what it has in hand.
 
 mod background;
+mod context;
 mod errors;
 mod group;
 mod reader;
@@ -57,11 +58,11 @@ use std::time::Duration;
 use async_trait::async_trait;
 use rdkafka::TopicPartitionList;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::RDKafkaErrorCode;
 use rdkafka::producer::{FutureProducer, FutureRecord};
 
+use self::context::Quiet;
 use self::errors::{request_error, topic_error, unreachable};
 use self::group::{KafkaMember, Routed};
 use self::reader::{Reader, blocking};
@@ -91,33 +92,42 @@ pub struct KafkaLog {
 
 /// The librdkafka clients of a log besides its reader.
 struct Clients {
-    producer: FutureProducer,
-    admin: AdminClient<DefaultClientContext>,
+    producer: FutureProducer<Quiet>,
+    admin: AdminClient<Quiet>,
     /// Reads group offsets, and commits for groups without live members.
-    committers: Mutex<HashMap<String, Arc<BaseConsumer>>>,
+    committers: Mutex<HashMap<String, Arc<BaseConsumer<Quiet>>>>,
 }
 
 impl KafkaLog {
     /// Connects to `kafka://HOST:PORT[,HOST:PORT...]` and checks that a
     /// broker answers.
     ///
-    /// Fails with [`LogError::Unavailable`] when none does and
+    /// Fails with [`LogError::Unavailable`] when none does within
+    /// [`crate::log::DEFAULT_CONNECT_TIMEOUT`] and
     /// [`LogError::InvalidInput`] for a malformed connection string.
     pub async fn connect(url: &str) -> Result<Self, LogError> {
+        Self::connect_within(url, crate::log::DEFAULT_CONNECT_TIMEOUT).await
+    }
+
+    /// Like [`KafkaLog::connect`], waiting at most `limit` for a broker to answer.
+    pub async fn connect_within(url: &str, limit: Duration) -> Result<Self, LogError> {
         let target = KafkaTarget::parse(url)?;
         let describe = target.describe();
         let create = |what: &str, e| request_error(&describe, &format!("creating the {what}"), &e);
-        let producer: FutureProducer = target
+        let producer: FutureProducer<Quiet> = target
             .producer()
-            .create()
+            .create_with_context(Quiet)
             .map_err(|e| create("producer", e))?;
-        let admin: AdminClient<DefaultClientContext> = target
+        let admin: AdminClient<Quiet> = target
             .admin()
-            .create()
+            .create_with_context(Quiet)
             .map_err(|e| create("admin client", e))?;
         let reader = Reader::new(
             describe.clone(),
-            target.reader().create().map_err(|e| create("reader", e))?,
+            target
+                .reader()
+                .create_with_context(Quiet)
+                .map_err(|e| create("reader", e))?,
         )?;
         let log = Self {
             target,
@@ -129,7 +139,7 @@ impl KafkaLog {
             reader,
             known: Mutex::new(HashMap::new()),
         };
-        log.metadata(None).await?;
+        log.metadata(None, limit).await?;
         Ok(log)
     }
 
@@ -139,23 +149,31 @@ impl KafkaLog {
             .expect("a log's clients live until the log is dropped")
     }
 
-    /// The cluster's metadata for one Kafka topic, or for all of them.
-    async fn metadata(&self, topic: Option<&str>) -> Result<rdkafka::metadata::Metadata, LogError> {
+    /// The cluster's metadata for one Kafka topic, or for all of them,
+    /// waiting at most `limit` for it.
+    async fn metadata(
+        &self,
+        topic: Option<&str>,
+        limit: Duration,
+    ) -> Result<rdkafka::metadata::Metadata, LogError> {
         let consumer = self.committer("")?;
         let owned = topic.map(str::to_owned);
-        blocking(move || consumer.fetch_metadata(owned.as_deref(), REQUEST_TIMEOUT))
+        blocking(move || consumer.fetch_metadata(owned.as_deref(), limit))
             .await?
             .map_err(|e| {
                 unreachable(
                     &self.target.describe(),
-                    &format!("asking the cluster for its topics: {e}"),
+                    &format!(
+                        "asking the cluster for its topics (waiting up to {}): {e}",
+                        humantime::format_duration(limit)
+                    ),
                 )
             })
     }
 
     /// The partition count of Kafka topic `name`, `None` when it does not exist.
     async fn partitions_of(&self, name: &str) -> Result<Option<u32>, LogError> {
-        let metadata = self.metadata(Some(name)).await?;
+        let metadata = self.metadata(Some(name), REQUEST_TIMEOUT).await?;
         let Some(found) = metadata.topics().iter().find(|t| t.name() == name) else {
             return Ok(None);
         };
@@ -200,7 +218,7 @@ impl KafkaLog {
     }
 
     /// The consumer that reads and commits offsets of `group` without joining it.
-    fn committer(&self, group: &str) -> Result<Arc<BaseConsumer>, LogError> {
+    fn committer(&self, group: &str) -> Result<Arc<BaseConsumer<Quiet>>, LogError> {
         let mut committers = lock(&self.clients().committers);
         if let Some(found) = committers.get(group) {
             return Ok(found.clone());
@@ -210,9 +228,9 @@ impl KafkaLog {
         } else {
             self.target.committer(group)
         };
-        let consumer: BaseConsumer = config
+        let consumer: BaseConsumer<Quiet> = config
             .set_log_level(rdkafka::config::RDKafkaLogLevel::Warning)
-            .create()
+            .create_with_context(Quiet)
             .map_err(|e| request_error(&self.target.describe(), "creating an offset client", &e))?;
         let consumer = Arc::new(consumer);
         committers.insert(group.to_owned(), consumer.clone());
