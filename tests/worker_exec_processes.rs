@@ -252,7 +252,7 @@ async fn the_shutdown_grace_stops_a_handler_that_ignores_the_signal() {
     let fabric = embedded_fabric("exec-grace").await;
     let pids = pids_file(&fabric);
     let command = stubborn_command(&pids);
-    let mut worker = WorkerProcess::start(&fabric, &["--exec", &command, "--shutdown-grace", "1s"]);
+    let worker = WorkerProcess::start(&fabric, &["--exec", &command, "--shutdown-grace", "1s"]);
     let (_requester, mut watch) = send(&fabric).await;
     let processes = command_processes(&pids).await;
     signal(worker.pid(), "TERM");
