@@ -257,17 +257,12 @@ fn join_limit(target: &KafkaTarget) -> Duration {
 }
 
 impl KafkaMember {
-    /// Joins `group` on Kafka topic `name` and waits for its first share.
+    /// Joins Kafka group `group` on Kafka topic `name` and waits for its first share.
     pub(crate) async fn join(
         target: &KafkaTarget,
         name: &str,
         group: &str,
     ) -> Result<Self, LogError> {
-        if group.is_empty() {
-            return Err(LogError::InvalidInput(
-                "a consumer group needs a name of at least one character".into(),
-            ));
-        }
         let shared = Arc::new(Shared {
             topic: name.to_owned(),
             handover: target.handover,

@@ -39,9 +39,12 @@
 //!   atomic on the broker: when a later record fails, earlier ones may stay.
 //! - **Polling** is done by one consumer outside any group (see `reader`).
 //! - **Consumer groups** use the Kafka group protocol with cooperative-sticky
-//!   assignment (see `group`): a dead member is evicted after the session
-//!   timeout, and a member that reports its work hands a partition over only
-//!   after finishing and committing what it has in hand.
+//!   assignment (see `group`). Kafka's group ids are cluster-wide, so group
+//!   `echo` of stream `agents` is the Kafka group `agents.echo`: the pools
+//!   of two streams on one cluster never share a group. A dead member is
+//!   evicted after the session timeout, and a member that reports its work
+//!   hands a partition over only after finishing and committing what it
+//!   has in hand.
 
 mod background;
 mod context;
@@ -67,7 +70,7 @@ use self::errors::{request_error, topic_error, unreachable};
 use self::group::{KafkaMember, Routed};
 use self::reader::{Reader, blocking};
 pub(crate) use self::records::topic_name;
-use self::records::{kafka_headers, kafka_partition};
+use self::records::{group_id, kafka_headers, kafka_partition};
 pub(crate) use self::target::KafkaTarget;
 use super::{GroupMember, Log, LogError, LogRecord, OutgoingRecord, TopicInfo, lock};
 
@@ -455,9 +458,15 @@ impl Log for KafkaLog {
         topic: &TopicInfo,
         group: &str,
     ) -> Result<Box<dyn GroupMember>, LogError> {
+        if group.is_empty() {
+            return Err(LogError::InvalidInput(
+                "a consumer group needs a name of at least one character".into(),
+            ));
+        }
         let name = self.existing(topic).await?;
+        let group = group_id(&topic.stream, group);
         Ok(Box::new(
-            KafkaMember::join(&self.target, &name, group).await?,
+            KafkaMember::join(&self.target, &name, &group).await?,
         ))
     }
 
@@ -477,16 +486,17 @@ impl Log for KafkaLog {
             group: group.to_owned(),
             partition,
         };
-        match group::commit_through_members(&self.target, &name, group, partition, next).await? {
+        let id = group_id(&topic.stream, group);
+        match group::commit_through_members(&self.target, &name, &id, partition, next).await? {
             Routed::Stored => Ok(()),
             Routed::OwnedElsewhere => Err(not_owner()),
             Routed::NoLocalMember => {
-                let committer = self.committer(group)?;
+                let committer = self.committer(&id)?;
                 let describe = self.target.describe();
-                if group::has_members(&describe, committer.clone(), group).await? {
+                if group::has_members(&describe, committer.clone(), &id).await? {
                     return Err(not_owner());
                 }
-                group::commit_outside(&describe, committer, &name, group, partition, next).await
+                group::commit_outside(&describe, committer, &name, &id, partition, next).await
             }
         }
     }
@@ -499,7 +509,7 @@ impl Log for KafkaLog {
     ) -> Result<Option<u64>, LogError> {
         topic.check_partition(partition)?;
         let name = self.existing(topic).await?;
-        let committer = self.committer(group)?;
+        let committer = self.committer(&group_id(&topic.stream, group))?;
         let mut list = TopicPartitionList::new();
         list.add_partition(&name, kafka_partition(partition));
         let committed = blocking(move || committer.committed_offsets(list, REQUEST_TIMEOUT))
