@@ -91,6 +91,21 @@ fn one_clear_line(stderr: &str, described: &str, command: &[&str]) {
     );
 }
 
+/// Runs the [`OTHERS`] at once on `log`: each fails (exit 1) with one
+/// line naming the log as `described` and the connect timeout `limit`.
+async fn others_fail_in_one_line(log: &str, described: &str, limit: &str) {
+    let runs = OTHERS.iter().map(|args| agdx(log, args));
+    for ((code, stderr), args) in futures_util::future::join_all(runs)
+        .await
+        .iter()
+        .zip(OTHERS)
+    {
+        assert_eq!(*code, 1, "{args:?}: {stderr}");
+        one_clear_line(stderr, described, args);
+        assert!(stderr.contains(limit), "{args:?} says its limit: {stderr}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_iggy_address_that_never_answers_fails_within_the_limits() {
     let address = silent_server().await;
@@ -101,16 +116,7 @@ async fn an_iggy_address_that_never_answers_fails_within_the_limits() {
     one_clear_line(&stderr, &described, ASK);
     assert!(stderr.contains("2s"), "ask says its limit: {stderr}");
     assert!(!stderr.contains("secret"), "no password shown: {stderr}");
-    let runs = OTHERS.iter().map(|args| agdx(&log, args));
-    for ((code, stderr), args) in futures_util::future::join_all(runs)
-        .await
-        .iter()
-        .zip(OTHERS)
-    {
-        assert_eq!(*code, 1, "{args:?}: {stderr}");
-        one_clear_line(stderr, &described, args);
-        assert!(stderr.contains("10s"), "{args:?} says its limit: {stderr}");
-    }
+    others_fail_in_one_line(&log, &described, "10s").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -120,15 +126,7 @@ async fn a_kafka_address_that_never_answers_fails_within_the_limits() {
     let (code, stderr) = agdx(&log, ASK).await;
     assert_eq!(code, 4, "ask's timeout exit status: {stderr}");
     one_clear_line(&stderr, &log, ASK);
-    let runs = OTHERS.iter().map(|args| agdx(&log, args));
-    for ((code, stderr), args) in futures_util::future::join_all(runs)
-        .await
-        .iter()
-        .zip(OTHERS)
-    {
-        assert_eq!(*code, 1, "{args:?}: {stderr}");
-        one_clear_line(stderr, &log, args);
-    }
+    others_fail_in_one_line(&log, &log, "10s").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

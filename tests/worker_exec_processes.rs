@@ -10,7 +10,7 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 
 use agdx::wire::DeadLetterReason;
@@ -183,21 +183,61 @@ async fn handled_by_the_next_worker(fabric: &Fabric, watch: &mut ReplyWatch) {
     terminate(&mut next.child).await;
 }
 
-fn pids_file(fabric: &Fabric) -> PathBuf {
-    fabric.dir.path().join("pids")
+/// A worker with the stubborn command (and `args`) on a fresh embedded
+/// log, one command sent to it, and the command's processes running.
+struct Stubborn {
+    fabric: Fabric,
+    worker: WorkerProcess,
+    /// Reads the replies while the test runs.
+    _requester: Requester,
+    watch: ReplyWatch,
+    processes: Vec<u32>,
+}
+
+impl Stubborn {
+    async fn start(test: &str, args: &[&str]) -> Stubborn {
+        let fabric = embedded_fabric(test).await;
+        let pids = fabric.dir.path().join("pids");
+        let command = stubborn_command(&pids);
+        let mut all = vec!["--exec", &command];
+        all.extend_from_slice(args);
+        let worker = WorkerProcess::start(&fabric, &all);
+        let (requester, watch) = send(&fabric).await;
+        let processes = command_processes(&pids).await;
+        Stubborn {
+            fabric,
+            worker,
+            _requester: requester,
+            watch,
+            processes,
+        }
+    }
+
+    /// Checks that the worker exits 1 saying it left the command
+    /// uncommitted, that the command's processes are gone, and that the
+    /// next worker handles the command.
+    async fn abandoned_by_the_worker(self, after: &str) {
+        let Stubborn {
+            fabric,
+            worker,
+            mut watch,
+            processes,
+            ..
+        } = self;
+        let (code, said) = worker.exits().await;
+        assert_eq!(code, 1, "a worker that stopped its handlers fails: {said}");
+        assert!(said.contains("left uncommitted"), "{said}");
+        all_gone(&processes, after).await;
+        handled_by_the_next_worker(&fabric, &mut watch).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_handler_limit_kills_every_process_of_the_command() {
-    let fabric = embedded_fabric("exec-limit").await;
-    let pids = pids_file(&fabric);
-    let command = stubborn_command(&pids);
-    let mut worker = WorkerProcess::start(&fabric, &["--exec", &command, "--handler-limit", "1s"]);
-    let _sent = send(&fabric).await;
-    let processes = command_processes(&pids).await;
-    all_gone(&processes, "the handler limit").await;
+    let mut stubborn = Stubborn::start("exec-limit", &["--handler-limit", "1s"]).await;
+    all_gone(&stubborn.processes, "the handler limit").await;
     let dead = eventually("the dead letter", || async {
-        fabric.dead_letters().await.pop()
+        stubborn.fabric.dead_letters().await.pop()
     })
     .await;
     assert_eq!(dead.reason, DeadLetterReason::Rejected);
@@ -208,57 +248,37 @@ async fn the_handler_limit_kills_every_process_of_the_command() {
         "{:?}",
         dead.detail
     );
-    terminate(&mut worker.child).await;
+    terminate(&mut stubborn.worker.child).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_processes_of_a_command_die_with_a_killed_worker() {
-    let fabric = embedded_fabric("exec-kill").await;
-    let pids = pids_file(&fabric);
-    let command = stubborn_command(&pids);
-    let mut worker = WorkerProcess::start(&fabric, &["--exec", &command]);
-    let (_requester, mut watch) = send(&fabric).await;
-    let processes = command_processes(&pids).await;
-    signal(worker.pid(), "KILL");
-    worker.child.wait().await.expect("reap the worker");
-    all_gone(&processes, "the worker was killed").await;
-    handled_by_the_next_worker(&fabric, &mut watch).await;
+    let mut stubborn = Stubborn::start("exec-kill", &[]).await;
+    signal(stubborn.worker.pid(), "KILL");
+    stubborn.worker.child.wait().await.expect("reap the worker");
+    all_gone(&stubborn.processes, "the worker was killed").await;
+    handled_by_the_next_worker(&stubborn.fabric, &mut stubborn.watch).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_signal_stops_a_handler_that_ignores_the_first() {
-    let fabric = embedded_fabric("exec-second-signal").await;
-    let pids = pids_file(&fabric);
-    let command = stubborn_command(&pids);
-    let mut worker = WorkerProcess::start(&fabric, &["--exec", &command]);
-    let (_requester, mut watch) = send(&fabric).await;
-    let processes = command_processes(&pids).await;
-    signal(worker.pid(), "TERM");
-    worker.says("stopping: finishing the records in hand").await;
+    let mut stubborn = Stubborn::start("exec-second-signal", &[]).await;
+    signal(stubborn.worker.pid(), "TERM");
+    stubborn
+        .worker
+        .says("stopping: finishing the records in hand")
+        .await;
     assert!(
-        processes.iter().all(|&pid| running(pid)),
+        stubborn.processes.iter().all(|&pid| running(pid)),
         "the first signal lets the command run on"
     );
-    signal(worker.pid(), "TERM");
-    let (code, said) = worker.exits().await;
-    assert_eq!(code, 1, "a worker that stopped its handlers fails: {said}");
-    assert!(said.contains("left uncommitted"), "{said}");
-    all_gone(&processes, "the second signal").await;
-    handled_by_the_next_worker(&fabric, &mut watch).await;
+    signal(stubborn.worker.pid(), "TERM");
+    stubborn.abandoned_by_the_worker("the second signal").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_shutdown_grace_stops_a_handler_that_ignores_the_signal() {
-    let fabric = embedded_fabric("exec-grace").await;
-    let pids = pids_file(&fabric);
-    let command = stubborn_command(&pids);
-    let worker = WorkerProcess::start(&fabric, &["--exec", &command, "--shutdown-grace", "1s"]);
-    let (_requester, mut watch) = send(&fabric).await;
-    let processes = command_processes(&pids).await;
-    signal(worker.pid(), "TERM");
-    let (code, said) = worker.exits().await;
-    assert_eq!(code, 1, "a worker that stopped its handlers fails: {said}");
-    assert!(said.contains("left uncommitted"), "{said}");
-    all_gone(&processes, "the shutdown grace").await;
-    handled_by_the_next_worker(&fabric, &mut watch).await;
+    let stubborn = Stubborn::start("exec-grace", &["--shutdown-grace", "1s"]).await;
+    signal(stubborn.worker.pid(), "TERM");
+    stubborn.abandoned_by_the_worker("the shutdown grace").await;
 }
