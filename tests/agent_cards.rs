@@ -168,7 +168,7 @@ async fn ask_says_whether_a_worker_for_the_agent_was_seen() {
     on_every_fabric("cards-ask", |fabric| async move {
         let ask = |agent: &'static str| {
             let fabric = fabric.clone();
-            async move { fabric.run_agdx(&["ask", "--to", agent, "--operation", "hello", "--timeout", "300ms", "hi"]).await }
+            async move { fabric.run_agdx(&["ask", "--to", agent, "--operation", "hello", "--timeout", "3s", "hi"]).await }
         };
         let (code, _, stderr) = ask("nobody").await;
         assert_eq!(code, 4);

@@ -58,7 +58,7 @@ esac"#;
             "agdx: error unsupported: no handler for operation 'translate' on agent 'tool'; it handles: busy, env, fail"
         );
 
-        let (code, stdout, stderr) = fabric.run_agdx(&["ask", "--to", "nobody", "--operation", "x", "--timeout", "300ms", "x"]).await;
+        let (code, stdout, stderr) = fabric.run_agdx(&["ask", "--to", "nobody", "--operation", "x", "--timeout", "3s", "x"]).await;
         assert_eq!((code, stdout.as_str()), (4, ""), "no reply in time exits 4");
         assert!(stderr.contains("no reply from nobody to operation 'x'"), "{stderr}");
 

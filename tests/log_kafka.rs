@@ -240,8 +240,9 @@ async fn a_committed_offset_is_the_next_one_to_read_in_kafka() {
         .await
         .expect("store_offset");
 
+    // Group `g` of the stream, as Kafka's tools name it.
     let group: BaseConsumer = plain_config(&broker.url)
-        .set("group.id", "g")
+        .set("group.id", format!("{}.g", topic.stream))
         .create()
         .unwrap();
     let mut list = TopicPartitionList::new();

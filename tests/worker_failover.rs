@@ -1,12 +1,13 @@
 //! Two worker processes in one group share the commands; killing one moves
 //! its partitions to the other and no command is lost. On every backend.
 //!
-//! On a Tansu broker started by the harness the member killed is the one
-//! that joined second: Tansu 0.6 never re-forms a group whose leader (the
-//! first member to join) died. Its heartbeat handling drops the dead leader
-//! from the members but keeps it as the leader, so every later SyncGroup is
-//! told to wait for that leader. A Kafka cluster named by
-//! `AGDX_TEST_KAFKA_BROKERS` loses the first member, as the other backends do.
+//! On a Tansu broker (one the harness starts, or one named by
+//! `AGDX_TEST_KAFKA_BROKERS` that reports Tansu's cluster id) the member
+//! killed is the one that joined second: Tansu 0.6 never re-forms a group
+//! whose leader (the first member to join) died. Its heartbeat handling
+//! drops the dead leader from the members but keeps it as the leader, so
+//! every later SyncGroup is told to wait for that leader. Any other Kafka
+//! cluster loses the first member, as the other backends do.
 
 mod support;
 
@@ -53,8 +54,7 @@ async fn answered(fabric: &Fabric) -> HashSet<String> {
 async fn two_workers_share_the_load_and_a_survivor_takes_over_a_killed_ones_partitions() {
     on_every_fabric("failover", |fabric| async move {
         // See the module docs: on Tansu the survivor must be the group's leader.
-        let tansu =
-            fabric.backend == "kafka" && std::env::var_os("AGDX_TEST_KAFKA_BROKERS").is_none();
+        let tansu = fabric.backend == "kafka" && support::kafka::is_tansu().await;
         let (a_log, b_log) = (
             fabric.dir.path().join("a.log"),
             fabric.dir.path().join("b.log"),

@@ -25,8 +25,9 @@ pub struct AskArgs {
     #[command(flatten)]
     pub command: CommandArgs,
 
-    /// How long to wait for the reply (e.g. 30s, 2m); each sign of life from
-    /// the worker (a progress heartbeat on long work) starts the wait over.
+    /// How long to wait for the reply, connecting to the log included (e.g.
+    /// 30s, 2m); each sign of life from the worker (a progress heartbeat on
+    /// long work) starts the wait over.
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
     pub timeout: Duration,
 
@@ -37,25 +38,55 @@ pub struct AskArgs {
 }
 
 pub async fn run(global: &Global, args: AskArgs) -> Result<(), Failure> {
-    let producer = args.command.producer(global).await?;
     let request = args.command.request()?;
-    if let Some(agent) = &request.target {
-        let seen = worker_seen(producer.log(), producer.topology(), agent, &system_clock()).await;
-        if seen.is_ok_and(|seen| !seen.is_live()) {
-            eprintln!(
-                "agdx: no live worker for agent '{agent}' seen on {} — the command waits on the log; {}",
-                producer.log().describe(),
-                global.worker_advice(agent.as_str())
-            );
+    // --timeout bounds the whole ask: connecting, sending and the wait.
+    let deadline = tokio::time::Instant::now() + args.timeout;
+    let global = &Global {
+        connect_limit: global.connect_limit.min(args.timeout),
+        ..global.clone()
+    };
+    let sending = async {
+        let producer = args.command.producer(global).await?;
+        if let Some(agent) = &request.target {
+            let seen =
+                worker_seen(producer.log(), producer.topology(), agent, &system_clock()).await;
+            if seen.is_ok_and(|seen| !seen.is_live()) {
+                eprintln!(
+                    "agdx: no live worker for agent '{agent}' seen on {} — the command waits on the log; {}",
+                    producer.log().describe(),
+                    global.worker_advice(agent.as_str())
+                );
+            }
         }
-    }
-    let mut requester = Requester::new(producer);
-    if args.verify {
-        requester = requester.with_verifier(global.verifier("--verify")?);
-    }
-    let printed = match requester.send(request).await {
+        let mut requester = Requester::new(producer);
+        if args.verify {
+            requester = requester.with_verifier(global.verifier("--verify")?);
+        }
+        let sent = requester.send(request).await;
+        Ok::<_, Failure>((requester, sent))
+    };
+    let Ok(sending) = tokio::time::timeout_at(deadline, sending).await else {
+        return Err(Failure::with_code(
+            format!(
+                "no answer from the log at {} within {} (--timeout), so the command may not have been sent; check that the log is running there",
+                global.spec()?.describe(),
+                humantime::format_duration(args.timeout)
+            ),
+            EXIT_TIMEOUT,
+        ));
+    };
+    let (requester, sent) = sending.map_err(|failure| {
+        // Connecting ran out of the time --timeout left it: a timeout too.
+        if tokio::time::Instant::now() >= deadline {
+            Failure::with_code(failure.message, EXIT_TIMEOUT)
+        } else {
+            failure
+        }
+    })?;
+    let printed = match sent {
         Ok(mut watch) => {
-            let printed = print_replies(global, &requester, &mut watch, args.timeout).await;
+            let printed =
+                print_replies(global, &requester, &mut watch, deadline, args.timeout).await;
             if watch.unverified() > 0 {
                 eprintln!(
                     "agdx: ignored {} repl{} that did not verify (unsigned, forged, or not signed by the agent asked)",
@@ -71,16 +102,16 @@ pub async fn run(global: &Global, args: AskArgs) -> Result<(), Failure> {
     printed
 }
 
-/// Prints the replies as they come until the first terminal one; each sign of
-/// life from the worker starts the `timeout` wait over.
+/// Prints the replies as they come until the first terminal one or
+/// `deadline`; each sign of life from the worker starts a `timeout` wait over.
 async fn print_replies(
     global: &Global,
     requester: &Requester,
     watch: &mut ReplyWatch,
+    mut deadline: tokio::time::Instant,
     timeout: Duration,
 ) -> Result<(), Failure> {
     let sent_at = tokio::time::Instant::now();
-    let mut deadline = sent_at + timeout;
     let mut stdout = std::io::stdout().lock();
     loop {
         let event = match watch.next_until(deadline).await {

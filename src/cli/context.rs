@@ -92,7 +92,8 @@ pub fn block_on<F: std::future::Future<Output = Result<(), Failure>>>(future: F)
     }
 }
 
-/// The global options: which log, which stream, which key registry.
+/// The global options: which log, which stream, which key registry; and
+/// how long connecting to a log server may take.
 #[derive(Debug, Clone)]
 pub struct Global {
     pub log: String,
@@ -101,6 +102,7 @@ pub struct Global {
     pub log_given: bool,
     pub stream: String,
     pub keys: Option<PathBuf>,
+    pub connect_limit: Duration,
 }
 
 impl Global {
@@ -109,10 +111,10 @@ impl Global {
         self.log.parse::<LogSpec>().map_err(Failure::new)
     }
 
-    /// Opens the log.
+    /// Opens the log, connecting within [`Global::connect_limit`].
     pub async fn open(&self) -> Result<SharedLog, Failure> {
         let spec = self.spec()?;
-        spec.open().await.map_err(|error| match error {
+        spec.open_within(self.connect_limit).await.map_err(|error| match error {
             LogError::Damaged { .. } => Failure::with_code(
                 format!("{error}; `agdx check --log {spec}` names everything damaged"),
                 EXIT_DAMAGED,
@@ -133,7 +135,7 @@ impl Global {
     /// e.g. `agdx tail`): an embedded log that does not exist is refused,
     /// naming where it was looked for, instead of being created empty.
     pub async fn read_topology(&self, what: &str) -> Result<(SharedLog, Topology), Failure> {
-        let log = match self.spec()?.open_existing().await {
+        let log = match self.spec()?.open_existing(self.connect_limit).await {
             Ok(log) => log,
             Err(ref error @ LogError::NoLog { ref path, .. }) => {
                 return Err(Failure::new(format!(

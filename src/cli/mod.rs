@@ -132,6 +132,7 @@ pub fn run(cli: Cli, log_given: bool) -> ExitCode {
         log_given,
         stream: cli.stream,
         keys: cli.keys,
+        connect_limit: agdx::log::DEFAULT_CONNECT_TIMEOUT,
     };
     match cli.command {
         Command::Demo(args) => block_on(demo::run(&global, args)),

@@ -12,7 +12,7 @@ use agdx::wire::AgentId;
 use agdx::worker::{EchoHandler, ExecHandler, Handler, Worker, WorkerConfig};
 use agdx::{KeyRetention, Producer, RetryPolicy};
 
-use super::context::{Failure, Global, parse_agent, parse_duration, stop_on_signal};
+use super::context::{Failure, Global, parse_agent, parse_duration, terminated};
 use super::signing::{SigningArgs, speaker};
 
 /// Runs a worker for an agent: takes its commands from the log, answers
@@ -89,6 +89,12 @@ pub struct WorkerArgs {
     /// (deadline_exceeded). Default: no limit.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub handler_limit: Option<Duration>,
+
+    /// Once told to stop (Ctrl-C, SIGTERM), how long to wait for the commands
+    /// in hand; then their handlers are killed and their records left
+    /// uncommitted for the next member. A second Ctrl-C does so at once.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+    pub shutdown_grace: Duration,
 
     /// How long this worker's agent card stays true; it is published again
     /// before half of it has passed (`agdx agents` lists live agents).
@@ -195,6 +201,7 @@ pub async fn run(global: &Global, args: WorkerArgs) -> Result<(), Failure> {
         verifier,
         grants,
         quarantine,
+        shutdown_grace: Some(args.shutdown_grace),
         ..WorkerConfig::default()
     };
     let mut worker = Worker::new(producer, config);
@@ -211,9 +218,11 @@ pub async fn run(global: &Global, args: WorkerArgs) -> Result<(), Failure> {
     }
     let stats = worker.stats();
     let shutdown = CancellationToken::new();
-    tokio::spawn(stop_on_signal(
+    let stop_now = CancellationToken::new();
+    tokio::spawn(stop_on_signals(
         shutdown.clone(),
-        "agdx worker: stopping: finishing the records in hand, committing, leaving the group",
+        stop_now.clone(),
+        args.shutdown_grace,
     ));
     eprintln!(
         "agdx worker: agent '{}' (group '{}') handling {} on {describe}, stream '{}'{trust}; Ctrl-C stops it gracefully",
@@ -226,7 +235,7 @@ pub async fn run(global: &Global, args: WorkerArgs) -> Result<(), Failure> {
         },
         global.stream,
     );
-    worker.run(shutdown).await?;
+    worker.run_with_stop_now(shutdown, stop_now).await?;
     eprintln!(
         "agdx worker: stopped; handled {}, deduplicated {}, unsupported {}, dead-lettered {}, skipped {}",
         stats.handled.load(Ordering::Relaxed),
@@ -235,7 +244,31 @@ pub async fn run(global: &Global, args: WorkerArgs) -> Result<(), Failure> {
         stats.dead_lettered.load(Ordering::Relaxed),
         stats.skipped.load(Ordering::Relaxed),
     );
-    Ok(())
+    match stats.abandoned.load(Ordering::Relaxed) {
+        0 => Ok(()),
+        partitions => Err(Failure::new(format!(
+            "stopped before the commands in hand on {partitions} partition{} were done: their handlers were killed and their records left uncommitted, so the next worker of the group handles them again",
+            if partitions == 1 { "" } else { "s" }
+        ))),
+    }
+}
+
+/// The first SIGINT or SIGTERM cancels `shutdown` (finish what is in hand);
+/// a second one cancels `stop_now`.
+async fn stop_on_signals(
+    shutdown: CancellationToken,
+    stop_now: CancellationToken,
+    grace: Duration,
+) {
+    terminated().await;
+    eprintln!(
+        "agdx worker: stopping: finishing the records in hand (for at most {}, --shutdown-grace), committing, leaving the group; Ctrl-C again stops their handlers now and leaves the records to the next worker",
+        humantime::format_duration(grace)
+    );
+    shutdown.cancel();
+    terminated().await;
+    eprintln!("agdx worker: stopping now: killing the handlers still running");
+    stop_now.cancel();
 }
 
 /// What the start-up line says about signatures, grants and quarantine.

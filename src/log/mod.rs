@@ -329,6 +329,12 @@ pub type SharedLog = Arc<dyn Log>;
 /// every backend.
 pub(crate) const POLL_BYTES_BUDGET: usize = 64 * 1024 * 1024;
 
+/// How long connecting to a log server (Iggy, Kafka) may take unless the
+/// caller gives a limit of its own: the TCP connection and the first
+/// exchange (Iggy's sign-in, Kafka's metadata request) together. A server
+/// that accepts connections and never answers fails within it.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// How long a poll waits by default when nothing is there yet.
 pub const DEFAULT_POLL_WAIT: Duration = Duration::from_millis(200);
 

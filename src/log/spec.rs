@@ -24,6 +24,8 @@ use super::iggy::{Durability, UnknownDurability, join_durability, split_durabili
 /// );
 /// assert!("kafka://127.0.0.1:9092,127.0.0.1:9093".parse::<LogSpec>().is_ok());
 /// assert!("redis://x".parse::<LogSpec>().is_err());
+/// let spec: LogSpec = "iggy://iggy:secret@127.0.0.1:8090".parse().unwrap();
+/// assert_eq!(spec.describe(), "iggy://127.0.0.1:8090");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LogSpec {
@@ -96,29 +98,56 @@ impl LogSpec {
         }
     }
 
+    /// The log for people: without the credentials or secret options a
+    /// connection string may hold, as [`super::Log::describe`] says it.
+    pub fn describe(&self) -> String {
+        match self {
+            LogSpec::Embedded(_) => self.to_string(),
+            LogSpec::Iggy { url, .. } => super::iggy::IggyTarget::parse(url)
+                .map_or_else(|_| "an Iggy server".to_owned(), |t| t.describe()),
+            LogSpec::Kafka(url) => super::kafka::KafkaTarget::parse(url)
+                .map_or_else(|_| "a Kafka cluster".to_owned(), |t| t.describe()),
+        }
+    }
+
     /// Opens the log this spec names only if it exists: an embedded log
     /// whose directory holds no log is [`LogError::NoLog`](super::LogError::NoLog)
     /// and is not created. A server's log (Iggy, Kafka) is connected to as
-    /// by [`LogSpec::open`]. For tools that only read a log, so a mistyped
+    /// by [`LogSpec::open_within`]. For tools that only read a log, so a mistyped
     /// path or another working directory is said, not answered from an
     /// empty log made for the occasion.
-    pub async fn open_existing(&self) -> Result<super::SharedLog, super::LogError> {
+    pub async fn open_existing(
+        &self,
+        limit: std::time::Duration,
+    ) -> Result<super::SharedLog, super::LogError> {
         match self {
             LogSpec::Embedded(path) => {
                 Ok(Arc::new(super::embedded::EmbeddedLog::open_existing(path)?))
             }
-            _ => self.open().await,
+            _ => self.open_within(limit).await,
         }
     }
 
-    /// Opens the log this spec names.
+    /// Opens the log this spec names, connecting to a server within
+    /// [`super::DEFAULT_CONNECT_TIMEOUT`].
     pub async fn open(&self) -> Result<super::SharedLog, super::LogError> {
+        self.open_within(super::DEFAULT_CONNECT_TIMEOUT).await
+    }
+
+    /// Opens the log this spec names; connecting to a server fails with
+    /// [`super::LogError::Unavailable`] when it takes longer than `limit`.
+    pub async fn open_within(
+        &self,
+        limit: std::time::Duration,
+    ) -> Result<super::SharedLog, super::LogError> {
         Ok(match self {
             LogSpec::Embedded(path) => Arc::new(super::embedded::EmbeddedLog::open(path)?),
             LogSpec::Iggy { .. } => {
-                Arc::new(super::iggy::IggyLog::connect(&self.to_string()).await?)
+                Arc::new(super::iggy::IggyLog::connect_within(&self.to_string(), limit).await?)
             }
-            LogSpec::Kafka(url) => Arc::new(super::kafka::KafkaLog::connect(url).await?),
+            LogSpec::Kafka(url) => {
+                Arc::new(super::kafka::KafkaLog::connect_within(url, limit).await?)
+            }
         })
     }
 }

@@ -8,6 +8,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 
 use super::handler::{Handler, HandlerError, HandlerReply, Request};
+use super::process_group::ProcessGroup;
 
 /// The exit status that marks a failure as retryable (`EX_TEMPFAIL`).
 pub const EXIT_RETRYABLE: i32 = 75;
@@ -22,6 +23,11 @@ pub const EXIT_RETRYABLE: i32 = 75;
 /// into, as ax-ipc's `_bridgeHops`). Exit 0 answers
 /// with stdout as the response body; exit 75 is a retryable failure; any
 /// other exit is a failure that is not retried, with stderr as the message.
+///
+/// Each call runs in a process group of its own, killed when the call ends
+/// (at the handler limit, or when the pool is told to stop now, too) and
+/// when the worker process dies: what a command starts in the background
+/// does not outlive its call. See `process_group` for how.
 #[derive(Debug, Clone)]
 pub struct ExecHandler {
     command: String,
@@ -47,7 +53,6 @@ impl Handler for ExecHandler {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .kill_on_drop(true)
             .env("AGDX_OPERATION", e.operation.as_deref().unwrap_or(""))
             .env("AGDX_CONVERSATION", e.conversation.to_string())
             .env(
@@ -76,7 +81,14 @@ impl Handler for ExecHandler {
                 serde_json::Value::from(hops).to_string(),
             );
         }
-        let mut child = command.spawn().map_err(|err| {
+        // Killed when this call ends, however it ends.
+        let group = ProcessGroup::start().map_err(|err| {
+            HandlerError::retryable(format!(
+                "could not start the process group for `{}`: {err}",
+                self.command
+            ))
+        })?;
+        let mut child = group.adopt(&mut command).spawn().map_err(|err| {
             HandlerError::retryable(format!("could not start `sh -c {}`: {err}", self.command))
         })?;
         // Feed stdin while stdout and stderr are read: a command that

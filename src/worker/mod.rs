@@ -58,6 +58,7 @@ mod heartbeat;
 mod invoke;
 mod partition;
 mod process;
+mod process_group;
 mod tasks;
 
 pub use exec::{EXIT_RETRYABLE, ExecHandler};
@@ -113,7 +114,15 @@ pub struct WorkerConfig {
     /// Pause while an operator key of this registry has quarantined the
     /// agent (control facts on `agent.registry`).
     pub quarantine: Option<Verifier>,
+    /// Once told to stop, how long the pool waits for the handlers still
+    /// running; then it stops them (an `--exec` command's processes are
+    /// killed), leaves their records uncommitted for the next member, and
+    /// leaves the group. `None`: as long as they take.
+    pub shutdown_grace: Option<Duration>,
 }
+
+/// How long a stopping pool waits for its handlers, unless configured otherwise.
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 
 impl Default for WorkerConfig {
     fn default() -> Self {
@@ -134,6 +143,7 @@ impl Default for WorkerConfig {
             verifier: None,
             grants: None,
             quarantine: None,
+            shutdown_grace: Some(DEFAULT_SHUTDOWN_GRACE),
         }
     }
 }
@@ -185,6 +195,9 @@ pub struct WorkerStats {
     pub committed_records: AtomicU64,
     /// Whether the pool is paused now because its agent is quarantined.
     pub paused: AtomicBool,
+    /// Partitions whose record in hand was left uncommitted because the
+    /// pool was told to stop now or its shutdown grace ran out.
+    pub abandoned: AtomicU64,
 }
 
 impl WorkerStats {
@@ -253,11 +266,26 @@ impl Worker {
     }
 
     /// Runs until `shutdown` is cancelled, then stops polling, finishes and
-    /// commits the records in hand, and leaves the group. Dropping the
-    /// future instead stops everything at once: the partition tasks and the
-    /// card publisher are aborted, and what was not committed is read again
-    /// by the next owner.
+    /// commits the records in hand (waiting at most
+    /// [`WorkerConfig::shutdown_grace`] for them), and leaves the group.
+    /// Dropping the future instead stops everything at once: the partition
+    /// tasks and the card publisher are aborted, and what was not committed
+    /// is read again by the next owner.
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), WorkerError> {
+        self.run_with_stop_now(shutdown, CancellationToken::new())
+            .await
+    }
+
+    /// Like [`Worker::run`], and cancelling `stop_now` (say, on a second
+    /// Ctrl-C) ends the wait for the handlers at once: they are stopped,
+    /// their records stay uncommitted for the next member
+    /// ([`WorkerStats::abandoned`] counts them), and the pool leaves the
+    /// group.
+    pub async fn run_with_stop_now(
+        self,
+        shutdown: CancellationToken,
+        stop_now: CancellationToken,
+    ) -> Result<(), WorkerError> {
         let agent = self.producer.source().clone();
         let group = self
             .config
@@ -339,6 +367,7 @@ impl Worker {
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => break,
+                _ = stop_now.cancelled() => break,
                 _ = tick.tick() => {}
                 _ = lag_every.tick() => {
                     let partitions = tasks.partitions();
@@ -361,7 +390,29 @@ impl Worker {
             // the partition go once a report no longer names it.
             member.working_on(&tasks.partitions()).await;
         }
-        tasks.stop().await;
+        tasks.cancel_all();
+        let grace = async {
+            match self.config.shutdown_grace {
+                Some(grace) => tokio::time::sleep(grace).await,
+                None => std::future::pending().await,
+            }
+        };
+        let drained = tokio::select! {
+            () = tasks.wait() => true,
+            () = stop_now.cancelled() => false,
+            () = grace => false,
+        };
+        if !drained {
+            let abandoned = tasks.abort().await;
+            self.stats
+                .abandoned
+                .fetch_add(abandoned as u64, Ordering::Relaxed);
+            tracing::warn!(
+                agent = %agent,
+                partitions = abandoned,
+                "stopped the handlers still running; their records stay uncommitted for the next member"
+            );
+        }
         card_stop.cancel();
         if let Err(error) = cards.await {
             tracing::error!(%error, "the card publisher failed");

@@ -54,13 +54,17 @@ impl PartitionTasks {
         self.running.keys().copied().collect()
     }
 
-    /// Tells every task to stop and waits for each to finish the record in
-    /// hand and commit. Tasks not yet waited for stay in the set, so they
-    /// are aborted should this future be dropped.
-    pub(super) async fn stop(mut self) {
+    /// Tells every task to stop after the record in hand and its commit.
+    pub(super) fn cancel_all(&self) {
         for (cancel, _) in self.running.values() {
             cancel.cancel();
         }
+    }
+
+    /// Waits for every task to end. Tasks not yet waited for stay in the
+    /// set, so dropping this future part-way leaves them to [`Self::abort`]
+    /// or to the set's drop.
+    pub(super) async fn wait(&mut self) {
         while let Some(&partition) = self.running.keys().next() {
             if let Some((_, task)) = self.running.get_mut(&partition)
                 && let Err(error) = task.await
@@ -69,6 +73,29 @@ impl PartitionTasks {
             }
             self.running.remove(&partition);
         }
+    }
+
+    /// Aborts the tasks still running and waits until each is gone: a
+    /// handler in a call is dropped mid-way (an `--exec` command's processes
+    /// are killed) and its record stays uncommitted. Returns how many tasks
+    /// were still running.
+    pub(super) async fn abort(&mut self) -> usize {
+        let mut stopped = 0;
+        for (_, task) in self.running.values() {
+            if !task.is_finished() {
+                stopped += 1;
+                task.abort();
+            }
+        }
+        for (partition, (_, task)) in self.running.drain() {
+            match task.await {
+                Err(error) if !error.is_cancelled() => {
+                    tracing::error!(partition, %error, "a partition task failed");
+                }
+                _ => {}
+            }
+        }
+        stopped
     }
 }
 

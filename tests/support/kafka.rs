@@ -111,6 +111,29 @@ impl Broker {
     }
 }
 
+/// Tansu's cluster id unless it is started with another.
+const TANSU_CLUSTER_ID: &str = "tansu_cluster";
+
+/// Whether the test broker is Tansu, whose defects some tests work
+/// around: one this harness starts, or one named by
+/// `AGDX_TEST_KAFKA_BROKERS` that reports Tansu's default cluster id.
+pub async fn is_tansu() -> bool {
+    let Ok(brokers) = std::env::var("AGDX_TEST_KAFKA_BROKERS") else {
+        return true;
+    };
+    tokio::task::spawn_blocking(move || {
+        use rdkafka::consumer::Consumer as _;
+        let client: rdkafka::consumer::BaseConsumer = rdkafka::ClientConfig::new()
+            .set("bootstrap.servers", &brokers)
+            .create()
+            .expect("a client to ask the cluster its id");
+        client.client().fetch_cluster_id(Duration::from_secs(10))
+    })
+    .await
+    .expect("asking the cluster its id")
+    .is_some_and(|id| id == TANSU_CLUSTER_ID)
+}
+
 /// The Tansu binary to start: `AGDX_TEST_TANSU_BIN`, else `tansu` on `PATH`.
 pub fn tansu_binary() -> Result<PathBuf, String> {
     if let Ok(binary) = std::env::var("AGDX_TEST_TANSU_BIN") {

@@ -18,9 +18,6 @@ use super::durability::{Durability, split_durability};
 use super::errors::{HINT, unreachable};
 use crate::log::LogError;
 
-/// How long the first TCP connect may take before the server counts as unreachable.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
-
 /// Reconnection attempts after a broken connection, unless the connection
 /// string sets `reconnection_retries`.
 const DEFAULT_RECONNECTION_RETRIES: u32 = 3;
@@ -35,6 +32,8 @@ const DEFAULT_HEARTBEAT_INTERVAL: &str = "2s";
 pub(crate) struct IggyTarget {
     config: Arc<TcpClientConfig>,
     durability: Durability,
+    /// How long connecting and signing in may take.
+    connect_timeout: Duration,
 }
 
 impl IggyTarget {
@@ -81,7 +80,14 @@ impl IggyTarget {
         Ok(Self {
             config: Arc::new(config),
             durability,
+            connect_timeout: crate::log::DEFAULT_CONNECT_TIMEOUT,
         })
+    }
+
+    /// The same target, with connecting and signing in limited to `limit`.
+    pub(crate) fn with_connect_timeout(mut self, limit: Duration) -> Self {
+        self.connect_timeout = limit;
+        self
     }
 
     /// What an append waits for before it returns.
@@ -102,28 +108,52 @@ impl IggyTarget {
     /// Opens a new signed-in TCP connection. Each connection is one Iggy
     /// client (one client id on the server, its own consumer group
     /// memberships) and sends heartbeats in the background until shut down.
+    /// Fails with [`LogError::Unavailable`] when that takes longer than the
+    /// connect timeout, as with a server that accepts connections and never
+    /// answers.
     pub(crate) async fn connect(&self) -> Result<Connection, LogError> {
-        let address = self.address().to_owned();
-        match tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(&address)).await
-        {
-            Ok(Ok(_probe)) => {}
-            Ok(Err(e)) => return Err(unreachable(&self.describe(), &format!("{e}; {HINT}"))),
-            Err(_) => {
-                return Err(unreachable(
-                    &self.describe(),
-                    &format!("no answer within {} s; {HINT}", CONNECT_TIMEOUT.as_secs()),
-                ));
-            }
-        }
         let tcp = TcpClient::create(self.config.clone())
             .map_err(|e| LogError::InvalidInput(e.to_string()))?;
         let client = IggyClient::create(ClientWrapper::Tcp(tcp), None, None);
+        let signed_in =
+            match tokio::time::timeout(self.connect_timeout, self.sign_in(&client)).await {
+                Ok(signed_in) => signed_in,
+                Err(_) => Err(unreachable(
+                    &self.describe(),
+                    &format!(
+                        "connecting and signing in got no answer within {}; {HINT}",
+                        humantime::format_duration(self.connect_timeout)
+                    ),
+                )),
+            };
+        if let Err(e) = signed_in {
+            shutdown_in_background(client.client());
+            return Err(e);
+        }
+        let heartbeat = tokio::spawn(heartbeat(
+            client.client(),
+            self.config.heartbeat_interval.get_duration(),
+        ));
+        Ok(Connection { client, heartbeat })
+    }
+
+    /// Opens `client`'s connection and signs in.
+    async fn sign_in(&self, client: &IggyClient) -> Result<(), LogError> {
+        // A plain connect first: a refused or unroutable address is reported
+        // as such, not as whatever the client's retries end with.
+        if let Err(e) = tokio::net::TcpStream::connect(self.address()).await {
+            return Err(unreachable(&self.describe(), &format!("{e}; {HINT}")));
+        }
         // The inner client's connect, not `IggyClient::connect`: that one
         // starts a heartbeat task nobody can stop, which reports an error
         // for every ping after the connection is closed.
-        if let Err(e) = client.client().read().await.connect().await {
-            shutdown_in_background(client.client());
-            return Err(match e {
+        client
+            .client()
+            .read()
+            .await
+            .connect()
+            .await
+            .map_err(|e| match e {
                 IggyError::InvalidCredentials
                 | IggyError::Unauthenticated
                 | IggyError::Unauthorized
@@ -134,13 +164,7 @@ impl IggyTarget {
                     ),
                 },
                 other => unreachable(&self.describe(), &format!("{other}; {HINT}")),
-            });
-        }
-        let heartbeat = tokio::spawn(heartbeat(
-            client.client(),
-            self.config.heartbeat_interval.get_duration(),
-        ));
-        Ok(Connection { client, heartbeat })
+            })
     }
 }
 

@@ -60,7 +60,8 @@ use iggy::prelude::{
     PolledMessages, PollingStrategy, StreamClient, StreamDetails, TopicClient,
 };
 
-use self::connection::{Connection, IggyTarget};
+use self::connection::Connection;
+pub(crate) use self::connection::IggyTarget;
 use self::durability::FlushGroup;
 pub use self::durability::{Durability, UnknownDurability};
 pub(crate) use self::durability::{join_durability, split_durability};
@@ -209,8 +210,16 @@ impl IggyLog {
     /// Fails with [`LogError::Unavailable`] when no server answers there,
     /// [`LogError::AccessDenied`] when it refuses the credentials and
     /// [`LogError::InvalidInput`] for a malformed connection string.
+    /// Connecting and signing in may take
+    /// [`crate::log::DEFAULT_CONNECT_TIMEOUT`].
     pub async fn connect(url: &str) -> Result<Self, LogError> {
-        let target = IggyTarget::parse(url)?;
+        Self::connect_within(url, crate::log::DEFAULT_CONNECT_TIMEOUT).await
+    }
+
+    /// Like [`IggyLog::connect`], with connecting and signing in (here and
+    /// for each consumer group member's connection) limited to `limit`.
+    pub async fn connect_within(url: &str, limit: Duration) -> Result<Self, LogError> {
+        let target = IggyTarget::parse(url)?.with_connect_timeout(limit);
         let connection = target.connect().await?;
         Ok(Self {
             target,

@@ -33,6 +33,7 @@ use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Reb
 use rdkafka::error::RDKafkaErrorCode;
 use rdkafka::{Offset, TopicPartitionList};
 
+use super::context::Quiet;
 use super::errors::request_error;
 use super::reader::blocking;
 use super::records::kafka_partition;
@@ -157,7 +158,15 @@ struct MemberContext {
     shared: Arc<Shared>,
 }
 
-impl ClientContext for MemberContext {}
+impl ClientContext for MemberContext {
+    fn log(&self, level: rdkafka::config::RDKafkaLogLevel, facility: &str, message: &str) {
+        super::context::log(level, facility, message);
+    }
+
+    fn error(&self, error: rdkafka::error::KafkaError, reason: &str) {
+        super::context::background_error(&error, reason);
+    }
+}
 
 impl ConsumerContext for MemberContext {
     fn pre_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
@@ -248,17 +257,12 @@ fn join_limit(target: &KafkaTarget) -> Duration {
 }
 
 impl KafkaMember {
-    /// Joins `group` on Kafka topic `name` and waits for its first share.
+    /// Joins Kafka group `group` on Kafka topic `name` and waits for its first share.
     pub(crate) async fn join(
         target: &KafkaTarget,
         name: &str,
         group: &str,
     ) -> Result<Self, LogError> {
-        if group.is_empty() {
-            return Err(LogError::InvalidInput(
-                "a consumer group needs a name of at least one character".into(),
-            ));
-        }
         let shared = Arc::new(Shared {
             topic: name.to_owned(),
             handover: target.handover,
@@ -423,7 +427,7 @@ pub(crate) async fn commit_through_members(
 /// in no group: for groups without live members.
 pub(crate) async fn commit_outside(
     describe: &str,
-    consumer: Arc<BaseConsumer>,
+    consumer: Arc<BaseConsumer<Quiet>>,
     name: &str,
     group: &str,
     partition: u32,
@@ -444,7 +448,7 @@ pub(crate) async fn commit_outside(
 /// Whether group `group` has live members, as the cluster reports it.
 pub(crate) async fn has_members(
     describe: &str,
-    consumer: Arc<BaseConsumer>,
+    consumer: Arc<BaseConsumer<Quiet>>,
     group: &str,
 ) -> Result<bool, LogError> {
     let owned = group.to_owned();

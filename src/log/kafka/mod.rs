@@ -39,11 +39,15 @@
 //!   atomic on the broker: when a later record fails, earlier ones may stay.
 //! - **Polling** is done by one consumer outside any group (see `reader`).
 //! - **Consumer groups** use the Kafka group protocol with cooperative-sticky
-//!   assignment (see `group`): a dead member is evicted after the session
-//!   timeout, and a member that reports its work hands a partition over only
-//!   after finishing and committing what it has in hand.
+//!   assignment (see `group`). Kafka's group ids are cluster-wide, so group
+//!   `echo` of stream `agents` is the Kafka group `agents.echo`: the pools
+//!   of two streams on one cluster never share a group. A dead member is
+//!   evicted after the session timeout, and a member that reports its work
+//!   hands a partition over only after finishing and committing what it
+//!   has in hand.
 
 mod background;
+mod context;
 mod errors;
 mod group;
 mod reader;
@@ -57,16 +61,16 @@ use std::time::Duration;
 use async_trait::async_trait;
 use rdkafka::TopicPartitionList;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::RDKafkaErrorCode;
 use rdkafka::producer::{FutureProducer, FutureRecord};
 
+use self::context::Quiet;
 use self::errors::{request_error, topic_error, unreachable};
 use self::group::{KafkaMember, Routed};
 use self::reader::{Reader, blocking};
 pub(crate) use self::records::topic_name;
-use self::records::{kafka_headers, kafka_partition};
+use self::records::{group_id, kafka_headers, kafka_partition};
 pub(crate) use self::target::KafkaTarget;
 use super::{GroupMember, Log, LogError, LogRecord, OutgoingRecord, TopicInfo, lock};
 
@@ -91,33 +95,42 @@ pub struct KafkaLog {
 
 /// The librdkafka clients of a log besides its reader.
 struct Clients {
-    producer: FutureProducer,
-    admin: AdminClient<DefaultClientContext>,
+    producer: FutureProducer<Quiet>,
+    admin: AdminClient<Quiet>,
     /// Reads group offsets, and commits for groups without live members.
-    committers: Mutex<HashMap<String, Arc<BaseConsumer>>>,
+    committers: Mutex<HashMap<String, Arc<BaseConsumer<Quiet>>>>,
 }
 
 impl KafkaLog {
     /// Connects to `kafka://HOST:PORT[,HOST:PORT...]` and checks that a
     /// broker answers.
     ///
-    /// Fails with [`LogError::Unavailable`] when none does and
+    /// Fails with [`LogError::Unavailable`] when none does within
+    /// [`crate::log::DEFAULT_CONNECT_TIMEOUT`] and
     /// [`LogError::InvalidInput`] for a malformed connection string.
     pub async fn connect(url: &str) -> Result<Self, LogError> {
+        Self::connect_within(url, crate::log::DEFAULT_CONNECT_TIMEOUT).await
+    }
+
+    /// Like [`KafkaLog::connect`], waiting at most `limit` for a broker to answer.
+    pub async fn connect_within(url: &str, limit: Duration) -> Result<Self, LogError> {
         let target = KafkaTarget::parse(url)?;
         let describe = target.describe();
         let create = |what: &str, e| request_error(&describe, &format!("creating the {what}"), &e);
-        let producer: FutureProducer = target
+        let producer: FutureProducer<Quiet> = target
             .producer()
-            .create()
+            .create_with_context(Quiet)
             .map_err(|e| create("producer", e))?;
-        let admin: AdminClient<DefaultClientContext> = target
+        let admin: AdminClient<Quiet> = target
             .admin()
-            .create()
+            .create_with_context(Quiet)
             .map_err(|e| create("admin client", e))?;
         let reader = Reader::new(
             describe.clone(),
-            target.reader().create().map_err(|e| create("reader", e))?,
+            target
+                .reader()
+                .create_with_context(Quiet)
+                .map_err(|e| create("reader", e))?,
         )?;
         let log = Self {
             target,
@@ -129,7 +142,7 @@ impl KafkaLog {
             reader,
             known: Mutex::new(HashMap::new()),
         };
-        log.metadata(None).await?;
+        log.metadata(None, limit).await?;
         Ok(log)
     }
 
@@ -139,23 +152,31 @@ impl KafkaLog {
             .expect("a log's clients live until the log is dropped")
     }
 
-    /// The cluster's metadata for one Kafka topic, or for all of them.
-    async fn metadata(&self, topic: Option<&str>) -> Result<rdkafka::metadata::Metadata, LogError> {
+    /// The cluster's metadata for one Kafka topic, or for all of them,
+    /// waiting at most `limit` for it.
+    async fn metadata(
+        &self,
+        topic: Option<&str>,
+        limit: Duration,
+    ) -> Result<rdkafka::metadata::Metadata, LogError> {
         let consumer = self.committer("")?;
         let owned = topic.map(str::to_owned);
-        blocking(move || consumer.fetch_metadata(owned.as_deref(), REQUEST_TIMEOUT))
+        blocking(move || consumer.fetch_metadata(owned.as_deref(), limit))
             .await?
             .map_err(|e| {
                 unreachable(
                     &self.target.describe(),
-                    &format!("asking the cluster for its topics: {e}"),
+                    &format!(
+                        "asking the cluster for its topics (waiting up to {}): {e}",
+                        humantime::format_duration(limit)
+                    ),
                 )
             })
     }
 
     /// The partition count of Kafka topic `name`, `None` when it does not exist.
     async fn partitions_of(&self, name: &str) -> Result<Option<u32>, LogError> {
-        let metadata = self.metadata(Some(name)).await?;
+        let metadata = self.metadata(Some(name), REQUEST_TIMEOUT).await?;
         let Some(found) = metadata.topics().iter().find(|t| t.name() == name) else {
             return Ok(None);
         };
@@ -200,7 +221,7 @@ impl KafkaLog {
     }
 
     /// The consumer that reads and commits offsets of `group` without joining it.
-    fn committer(&self, group: &str) -> Result<Arc<BaseConsumer>, LogError> {
+    fn committer(&self, group: &str) -> Result<Arc<BaseConsumer<Quiet>>, LogError> {
         let mut committers = lock(&self.clients().committers);
         if let Some(found) = committers.get(group) {
             return Ok(found.clone());
@@ -210,9 +231,9 @@ impl KafkaLog {
         } else {
             self.target.committer(group)
         };
-        let consumer: BaseConsumer = config
+        let consumer: BaseConsumer<Quiet> = config
             .set_log_level(rdkafka::config::RDKafkaLogLevel::Warning)
-            .create()
+            .create_with_context(Quiet)
             .map_err(|e| request_error(&self.target.describe(), "creating an offset client", &e))?;
         let consumer = Arc::new(consumer);
         committers.insert(group.to_owned(), consumer.clone());
@@ -437,9 +458,15 @@ impl Log for KafkaLog {
         topic: &TopicInfo,
         group: &str,
     ) -> Result<Box<dyn GroupMember>, LogError> {
+        if group.is_empty() {
+            return Err(LogError::InvalidInput(
+                "a consumer group needs a name of at least one character".into(),
+            ));
+        }
         let name = self.existing(topic).await?;
+        let group = group_id(&topic.stream, group);
         Ok(Box::new(
-            KafkaMember::join(&self.target, &name, group).await?,
+            KafkaMember::join(&self.target, &name, &group).await?,
         ))
     }
 
@@ -459,16 +486,17 @@ impl Log for KafkaLog {
             group: group.to_owned(),
             partition,
         };
-        match group::commit_through_members(&self.target, &name, group, partition, next).await? {
+        let id = group_id(&topic.stream, group);
+        match group::commit_through_members(&self.target, &name, &id, partition, next).await? {
             Routed::Stored => Ok(()),
             Routed::OwnedElsewhere => Err(not_owner()),
             Routed::NoLocalMember => {
-                let committer = self.committer(group)?;
+                let committer = self.committer(&id)?;
                 let describe = self.target.describe();
-                if group::has_members(&describe, committer.clone(), group).await? {
+                if group::has_members(&describe, committer.clone(), &id).await? {
                     return Err(not_owner());
                 }
-                group::commit_outside(&describe, committer, &name, group, partition, next).await
+                group::commit_outside(&describe, committer, &name, &id, partition, next).await
             }
         }
     }
@@ -481,7 +509,7 @@ impl Log for KafkaLog {
     ) -> Result<Option<u64>, LogError> {
         topic.check_partition(partition)?;
         let name = self.existing(topic).await?;
-        let committer = self.committer(group)?;
+        let committer = self.committer(&group_id(&topic.stream, group))?;
         let mut list = TopicPartitionList::new();
         list.add_partition(&name, kafka_partition(partition));
         let committed = blocking(move || committer.committed_offsets(list, REQUEST_TIMEOUT))

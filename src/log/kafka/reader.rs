@@ -16,11 +16,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rdkafka::consumer::base_consumer::PartitionQueue;
-use rdkafka::consumer::{BaseConsumer, Consumer, DefaultConsumerContext};
+use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{Offset, TopicPartitionList};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use super::context::Quiet;
 use super::errors::{request_error, topic_error};
 use super::records::{self, kafka_offset, kafka_partition};
 use crate::log::{LogError, LogRecord, TopicInfo, lock};
@@ -31,7 +32,7 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a poll waits for records that are on the log but not fetched yet.
 const CATCH_UP: Duration = Duration::from_secs(10);
 
-type ReaderConsumer = BaseConsumer<DefaultConsumerContext>;
+type ReaderConsumer = BaseConsumer<Quiet>;
 
 /// A partition this reader has assigned itself.
 struct PartitionReader {
@@ -41,7 +42,7 @@ struct PartitionReader {
 }
 
 struct ReadState {
-    queue: PartitionQueue<DefaultConsumerContext>,
+    queue: PartitionQueue<Quiet>,
     /// The offset the queue delivers next; `None` when a seek must come first.
     next: Option<u64>,
 }

@@ -35,6 +35,15 @@ pub(crate) fn topic_name(stream: &str, topic: &str) -> Result<String, LogError> 
     Ok(name)
 }
 
+/// The Kafka consumer group of consumer group `group` on `stream`:
+/// `STREAM.GROUP`, e.g. `agents.echo`. Kafka's group ids are cluster-wide,
+/// so without the stream the pools of one agent in two deployments
+/// (streams) of a cluster would be one group, each one's rebalances
+/// stalling the other's.
+pub(crate) fn group_id(stream: &str, group: &str) -> String {
+    format!("{stream}.{group}")
+}
+
 /// Checks a name against Kafka's topic name rules.
 fn check_name(what: &str, name: &str) -> Result<(), LogError> {
     let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
