@@ -529,11 +529,9 @@ async fn read_replies(
                     }
                 }
             }
-            Err(LogError::Corrupt {
-                position, reason, ..
-            }) => {
-                tracing::warn!(%position, %reason, "skipping a damaged reply record");
-                from = position.offset + 1;
+            Err(LogError::Corrupt(damage)) => {
+                tracing::warn!(%damage, "skipping damaged reply records");
+                from = damage.next_offset();
             }
             Err(error) => {
                 failures += 1;

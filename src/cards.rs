@@ -244,9 +244,10 @@ impl LiveAgents {
                     .await
                 {
                     Ok(batch) => batch,
-                    Err(LogError::Corrupt { position, .. }) => {
-                        next = position.offset + 1;
-                        self.skipped += 1;
+                    Err(LogError::Corrupt(damage)) => {
+                        tracing::warn!(%damage, "stepping over damaged records of the agent registry");
+                        next = damage.next_offset();
+                        self.skipped += damage.count();
                         continue;
                     }
                     Err(error) => return Err(error),
@@ -356,7 +357,7 @@ pub async fn worker_seen(
             .await
         {
             Ok(batch) => batch,
-            Err(LogError::Corrupt { .. }) => Vec::new(),
+            Err(LogError::Corrupt(_)) => Vec::new(),
             Err(error) => return Err(error),
         };
         for record in batch.iter().rev().filter(|r| r.position.offset < end) {

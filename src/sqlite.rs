@@ -44,3 +44,16 @@ pub(crate) fn open_retrying<T, E>(
 pub(crate) fn is_busy(error: &rusqlite::Error) -> bool {
     matches!(error, rusqlite::Error::SqliteFailure(e, _) if e.code == rusqlite::ErrorCode::DatabaseBusy)
 }
+
+/// Whether `error` says the database file is damaged: SQLite found it
+/// malformed (`SQLITE_CORRUPT`) or not a database at all (`SQLITE_NOTADB`).
+pub(crate) fn is_damage(error: &rusqlite::Error) -> bool {
+    matches!(error, rusqlite::Error::SqliteFailure(e, _)
+        if matches!(e.code, rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase))
+}
+
+/// Whether `error` is `SQLITE_FULL`: the disk (or the file system's quota)
+/// has no room for the write.
+pub(crate) fn is_full(error: &rusqlite::Error) -> bool {
+    matches!(error, rusqlite::Error::SqliteFailure(e, _) if e.code == rusqlite::ErrorCode::DiskFull)
+}

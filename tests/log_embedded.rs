@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agdx::log::embedded::{self, EmbeddedLog};
-use agdx::log::{Log, LogError, SharedLog, TopicInfo};
+use agdx::log::{Damage, Log, LogError, SharedLog, TopicInfo};
 use support::embedded::{
     Child, ChildTask, damage_payload, database, groups_database, report, tamper,
 };
@@ -417,8 +417,9 @@ async fn a_damaged_record_is_reported_never_returned() {
     assert_eq!(texts(&before), ["r0"]);
     for offset in [1, 2] {
         match log.poll(&topic, 0, offset, 10, Duration::ZERO).await {
-            Err(LogError::Corrupt { position, .. }) => {
-                assert_eq!(position, topic.position(0, offset))
+            Err(LogError::Corrupt(damage)) => {
+                assert_eq!(damage.position, topic.position(0, offset));
+                assert_eq!(damage.count(), 1, "{damage}");
             }
             other => panic!("damaged record {offset}: {other:?}"),
         }
@@ -428,14 +429,7 @@ async fn a_damaged_record_is_reported_never_returned() {
         .await
         .expect("records after the damage");
     assert_eq!(texts(&after), ["r3"]);
-    assert!(
-        !LogError::Corrupt {
-            position: topic.position(0, 1),
-            reason: String::new(),
-            payload: None,
-        }
-        .is_retryable()
-    );
+    assert!(!LogError::Corrupt(Damage::record(topic.position(0, 1), "")).is_retryable());
 }
 
 #[tokio::test]

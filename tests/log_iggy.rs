@@ -275,10 +275,12 @@ async fn a_message_with_a_malformed_header_block_is_reported_then_stepped_over()
     assert_eq!(before.len(), 1);
     assert_eq!(before[0].payload, &b"r0"[..]);
     match poll(1).await {
-        Err(error @ LogError::Corrupt { position, .. }) => {
-            assert_eq!(position, topic.position(0, 1));
+        Err(LogError::Corrupt(damage)) => {
+            assert_eq!(damage.position, topic.position(0, 1));
+            assert_eq!(damage.count(), 1);
+            let error = LogError::Corrupt(damage);
             assert!(!error.is_retryable());
-            assert!(error.to_string().contains("committing offset 1"), "{error}");
+            assert!(error.to_string().contains("commits offset 1"), "{error}");
         }
         other => panic!("the malformed message: {other:?}"),
     }

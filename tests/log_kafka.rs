@@ -199,15 +199,12 @@ async fn records_from_other_clients_are_read_and_malformed_headers_make_a_corrup
         )]
     );
     match broker.log.poll(&topic, 0, 1, 10, Duration::ZERO).await {
-        Err(LogError::Corrupt {
-            position,
-            reason,
-            payload,
-        }) => {
-            assert_eq!(position, topic.position(0, 1));
-            assert!(reason.contains("agdx.ct"), "{reason}");
+        Err(LogError::Corrupt(damage)) => {
+            assert_eq!(damage.position, topic.position(0, 1));
+            assert_eq!(damage.count(), 1);
+            assert!(damage.reason.contains("agdx.ct"), "{}", damage.reason);
             assert_eq!(
-                payload.as_deref(),
+                damage.payload.as_deref(),
                 Some(&b"two-byte content type"[..]),
                 "the payload is kept so the record can be dead-lettered and redriven"
             );

@@ -69,11 +69,11 @@ async fn a_damaged_command_is_dead_lettered_and_the_commands_around_it_are_answe
         .poll(commands, partition, 1, 1, Duration::ZERO)
         .await
     {
-        Err(LogError::Corrupt {
-            position,
-            reason,
-            payload: None,
-        }) if position == damaged => reason,
+        Err(LogError::Corrupt(damage))
+            if damage.position == damaged && damage.count() == 1 && damage.payload.is_none() =>
+        {
+            damage.reason
+        }
         other => panic!("the damaged record reads as corrupt, got {other:?}"),
     };
 

@@ -26,6 +26,10 @@ pub const EXIT_FAILURE: u8 = 1;
 pub const EXIT_REMOTE_ERROR: u8 = 3;
 /// `agdx ask`: no answer in time.
 pub const EXIT_TIMEOUT: u8 = 4;
+/// The log is damaged: `agdx check` found damage, a reader stepped over
+/// damaged records (everything else was printed), or the log refused to
+/// open because it lost records it acknowledged.
+pub const EXIT_DAMAGED: u8 = 5;
 
 /// A failure to report on stderr, with the exit status to end with.
 #[derive(Debug)]
@@ -107,7 +111,14 @@ impl Global {
 
     /// Opens the log.
     pub async fn open(&self) -> Result<SharedLog, Failure> {
-        Ok(self.spec()?.open().await?)
+        let spec = self.spec()?;
+        spec.open().await.map_err(|error| match error {
+            LogError::Damaged { .. } => Failure::with_code(
+                format!("{error}; `agdx check --log {spec}` names everything damaged"),
+                EXIT_DAMAGED,
+            ),
+            other => other.into(),
+        })
     }
 
     /// Opens the log and the agent topology, creating what is missing, so a

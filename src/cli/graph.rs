@@ -5,6 +5,7 @@ use clap::{Args, ValueEnum};
 use agdx::replay::{Direction, GraphStart, NodeKey, causal_graph};
 use agdx::wire::ConversationId;
 
+use super::check::{skipped_failure, warn_skipped_in};
 use super::context::{Failure, Global};
 use super::view::{graph_dot, graph_mermaid, graph_text};
 
@@ -22,7 +23,8 @@ pub enum Format {
 /// Draws the records linked to one record by `cause`: its ancestors
 /// (--up), its descendants (--down), or both (the default). Threads, trees
 /// and merges come out as they are on the log; the chunks of one stream are
-/// drawn as one box.
+/// drawn as one box. Records that cannot be read (damaged) are skipped and
+/// named on stderr, and the exit status is 5.
 #[derive(Debug, Args)]
 pub struct GraphArgs {
     /// A record id (26 characters) or a position stream/topic/partition/offset.
@@ -65,5 +67,11 @@ pub async fn run(global: &Global, args: GraphArgs) -> Result<(), Failure> {
         Format::Mermaid => graph_mermaid(&graph),
     };
     print!("{drawn}");
+    for damage in graph.damaged() {
+        warn_skipped_in(&topology, damage);
+    }
+    if !graph.damaged().is_empty() {
+        return Err(skipped_failure(graph.damaged().len()));
+    }
     Ok(())
 }

@@ -10,6 +10,7 @@ mod agents;
 mod ask;
 mod bench;
 mod bridge;
+mod check;
 pub mod context;
 mod demo;
 mod dlq;
@@ -71,6 +72,8 @@ pub enum Command {
     Timeline(timeline::TimelineArgs),
     /// The causal graph around a record: ancestors, descendants or both (text, dot, mermaid).
     Graph(graph::GraphArgs),
+    /// Verify the log end to end and name what is damaged (exit 5 when something is).
+    Check(check::CheckArgs),
     /// List, show and redrive dead letters.
     #[command(subcommand)]
     Dlq(dlq::DlqCommand),
@@ -139,6 +142,7 @@ pub fn run(cli: Cli, log_given: bool) -> ExitCode {
         Command::Agents(args) => block_on(agents::run(&global, args)),
         Command::Timeline(args) => block_on(timeline::run(&global, args)),
         Command::Graph(args) => block_on(graph::run(&global, args)),
+        Command::Check(args) => block_on(check::run(&global, args)),
         Command::Dlq(command) => block_on(dlq::run(&global, command)),
         Command::Init(args) => block_on(init::run(&global, args)),
         Command::Bench(command) => block_on(bench::run(&global, command)),

@@ -6,10 +6,11 @@ use clap::Args;
 use tokio::sync::mpsc;
 
 use agdx::Producer;
-use agdx::log::{LogRecord, SharedLog, TopicInfo};
+use agdx::log::{LogError, LogRecord, SharedLog, TopicInfo};
 use agdx::trust::Verifier;
 use agdx::wire::{AgentEnvelope, ConversationId, DeadLetter, FoldSnapshot, LogPosition};
 
+use super::check::{skipped_failure, warn_skipped};
 use super::context::{Failure, Global};
 use super::wire::json::{Json, JsonCodec};
 
@@ -19,7 +20,8 @@ use super::wire::json::{Json, JsonCodec};
 ///
 /// Without --follow it prints what is there from the start and exits; with
 /// --follow it prints new records as they arrive (from the end unless
-/// --from or --from-start says otherwise).
+/// --from or --from-start says otherwise). Records that cannot be read
+/// (damaged) are skipped and named on stderr, and the exit status is 5.
 #[derive(Debug, Args)]
 pub struct TailArgs {
     /// Only this topic (default: every agent topic).
@@ -67,6 +69,7 @@ pub async fn run(global: &Global, args: TailArgs) -> Result<(), Failure> {
     };
     let (sender, mut lines) = mpsc::unbounded_channel::<String>();
     let mut readers = Vec::new();
+    let mut damaged = 0;
     for topic in topics {
         let partitions: Vec<u32> = match args.conversation {
             Some(conversation) => vec![Producer::partition_of(&topic, conversation)],
@@ -92,7 +95,7 @@ pub async fn run(global: &Global, args: TailArgs) -> Result<(), Failure> {
             if args.follow {
                 readers.push(tokio::spawn(task));
             } else {
-                task.await?;
+                damaged += task.await?;
             }
         }
     }
@@ -101,7 +104,10 @@ pub async fn run(global: &Global, args: TailArgs) -> Result<(), Failure> {
         println!("{line}");
     }
     for reader in readers {
-        reader.await.map_err(Failure::new)??;
+        damaged += reader.await.map_err(Failure::new)??;
+    }
+    if damaged > 0 {
+        return Err(skipped_failure(damaged));
     }
     Ok(())
 }
@@ -115,34 +121,48 @@ struct Reader {
 }
 
 impl Reader {
+    /// Prints the partition's records from `from` on (and, with `follow`,
+    /// as they come); how many damaged ranges it stepped over, each said
+    /// on stderr.
     async fn run(
         self,
         mut from: u64,
         follow: bool,
         out: mpsc::UnboundedSender<String>,
-    ) -> Result<(), Failure> {
+    ) -> Result<usize, Failure> {
         let wait = if follow {
             Duration::from_millis(500)
         } else {
             Duration::ZERO
         };
+        let mut damaged = 0;
         loop {
-            let records = self
+            let polled = self
                 .log
                 .poll(&self.topic, self.partition, from, 1000, wait)
-                .await?;
+                .await;
+            let records = match polled {
+                Ok(records) => records,
+                Err(LogError::Corrupt(damage)) => {
+                    warn_skipped(&self.topic, &damage);
+                    damaged += 1;
+                    from = damage.next_offset();
+                    continue;
+                }
+                Err(error) => return Err(error.into()),
+            };
             let Some(last) = records.last() else {
                 if follow {
                     continue;
                 }
-                return Ok(());
+                return Ok(damaged);
             };
             from = last.position.offset + 1;
             for record in &records {
                 if let Some(line) = self.line(record)
                     && out.send(line).is_err()
                 {
-                    return Ok(());
+                    return Ok(damaged);
                 }
             }
         }

@@ -8,6 +8,7 @@ use agdx::replay::Replay;
 use agdx::wire::ConversationId;
 use agdx::{Clock, SystemClock};
 
+use super::check::{skipped_failure, warn_skipped_in};
 use super::context::{Failure, Global, parse_since};
 use super::tail::record_json;
 use super::view::Timeline;
@@ -20,7 +21,8 @@ use super::view::Timeline;
 /// operation, source → target, a preview of the body, and for replies the
 /// latency since their command. A chunk stream is one line with its
 /// counters; `gap` and `abandoned` are this reader's conclusions and are
-/// marked so (they are never on the log).
+/// marked so (they are never on the log). Records that cannot be read
+/// (damaged) are skipped and named on stderr, and the exit status is 5.
 #[derive(Debug, Args)]
 pub struct TimelineArgs {
     /// The conversation (26-character id, as `agdx send` prints it).
@@ -51,12 +53,17 @@ pub async fn run(global: &Global, args: TimelineArgs) -> Result<(), Failure> {
         Replay::new(log.clone(), &topology, args.conversation).from_offset(args.from.unwrap_or(0));
     let mut view = Timeline::default();
     let mut printed = 0u64;
+    let mut warned = 0;
     loop {
         let batch = if args.follow {
             replay.next_batch(Duration::from_millis(500)).await?
         } else {
             replay.read_to_end().await?
         };
+        for damage in &replay.damaged()[warned..] {
+            warn_skipped_in(&topology, damage);
+        }
+        warned = replay.damaged().len();
         for record in batch
             .iter()
             .filter(|r| args.since.is_none_or(|since| r.timestamp_micros >= since))
@@ -82,6 +89,9 @@ pub async fn run(global: &Global, args: TimelineArgs) -> Result<(), Failure> {
     }
     for line in view.finish(SystemClock.now_micros()) {
         println!("{line}");
+    }
+    if warned > 0 {
+        return Err(skipped_failure(warned));
     }
     if printed == 0 {
         return Err(Failure::new(format!(

@@ -51,11 +51,9 @@ impl ProcessedKeys {
             {
                 Ok(records) => records,
                 // A damaged reply holds no key anyone can read; step over it.
-                Err(LogError::Corrupt {
-                    position, reason, ..
-                }) => {
-                    tracing::warn!(%position, %reason, "skipping a damaged reply while catching up with processed keys");
-                    next = position.offset + 1;
+                Err(LogError::Corrupt(damage)) => {
+                    tracing::warn!(%damage, "skipping damaged replies while catching up with processed keys");
+                    next = damage.next_offset();
                     continue;
                 }
                 Err(error) => return Err(error.into()),

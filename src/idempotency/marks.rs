@@ -117,7 +117,7 @@ impl ProcessedKeys {
             Ok(records) => records
                 .first()
                 .is_some_and(|record| Mark::of(record) == mark),
-            Err(LogError::Corrupt { .. }) => false,
+            Err(LogError::Corrupt(_)) => false,
             Err(error) => return Err(error.into()),
         })
     }

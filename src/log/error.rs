@@ -1,9 +1,9 @@
 //! Errors of the log port. Each message says what to do about it.
 
-use agdx_wire::LogPosition;
+use super::Damage;
 
 /// What went wrong talking to the log.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum LogError {
     /// The log could not be reached or the connection broke.
     #[error("cannot reach the log at {target}: {reason}")]
@@ -84,33 +84,43 @@ pub enum LogError {
     /// to change.
     #[error("{0}")]
     InvalidInput(String),
-    /// The backend's storage failed (disk, database).
-    #[error(
-        "log storage failed: {0}; check that the disk holding the log (the embedded log's directory, or the Iggy server's data directory) has free space and is writable, then try again"
-    )]
+    /// The backend's storage failed (disk, database) for a reason other
+    /// than space ([`LogError::StorageFull`]) or damage
+    /// ([`LogError::Damaged`]).
+    #[error("log storage failed: {0}")]
     Storage(String),
+    /// The disk holding the log has no space left.
+    #[error(
+        "the disk holding the log is full ({0}); free space on it (the embedded log's directory, or the Iggy server's data directory), then try again"
+    )]
+    StorageFull(String),
+    /// The log's storage is damaged: it cannot serve records it
+    /// acknowledged (the embedded log found its database holding fewer
+    /// records than it acknowledged, or SQLite reports the file malformed).
+    /// Damage confined to some records is [`LogError::Corrupt`] instead.
+    #[error("the log at {location} is damaged: {reason}")]
+    Damaged {
+        /// The storage: the log as the user named it, or the file found
+        /// damaged.
+        location: String,
+        /// What is damaged, naming the ranges of records it affects.
+        reason: String,
+    },
     /// The backend answered with an error not covered by another variant.
     #[error(
         "the log refused the request: {0}; try again, and if it keeps failing look at the log server's own log (agdx needs Iggy server 0.8.x)"
     )]
     Backend(String),
-    /// A stored record cannot be read: it failed its integrity check
-    /// (checksum or framing), or its header block is malformed (any Iggy
-    /// client can write one). Records before it are still readable; the
-    /// consumer can step over it by committing its offset.
-    #[error("the record at {position} cannot be read ({reason}); skip it by committing offset {} for the consumer group (a worker does that and dead-letters it), or restore the log from a backup if its storage was damaged", position.offset)]
-    Corrupt {
-        /// Where the record sits.
-        position: LogPosition,
-        /// What is wrong with it.
-        reason: String,
-        /// The record's payload when it is intact and only its headers are
-        /// unreadable (an Iggy message with a malformed header block), so a
-        /// consumer can keep the bytes (a worker puts them in the dead
-        /// letter); `None` when the record's bytes failed their integrity
-        /// check.
-        payload: Option<bytes::Bytes>,
-    },
+    /// Records a poll cannot return (see [`Damage`]): records before them
+    /// are still readable, and a consumer steps over them by reading on
+    /// from [`Damage::next_offset`] (committing [`Damage::last`] for a
+    /// group).
+    #[error(
+        "{0}; step over it by reading on from offset {next} (a consumer group commits offset {last}: a worker does that and dead-letters it), or restore the log from a backup to get it back",
+        next = .0.next_offset(),
+        last = .0.last
+    )]
+    Corrupt(Damage),
     /// The storage exists but is not a log this version can use (another
     /// program's file, or a newer on-disk format).
     #[error("{location} is not a log this agdx can open: {reason}")]
@@ -151,6 +161,8 @@ impl LogError {
         match self {
             LogError::Unavailable { .. } => true,
             LogError::Storage(_) => true,
+            LogError::StorageFull(_) => true,
+            LogError::Damaged { .. } => false,
             LogError::Backend(_) => true,
             LogError::NoSuchTopic { .. } => false,
             LogError::NoLog { .. } => false,
@@ -161,7 +173,7 @@ impl LogError {
             LogError::InvalidInput(_) => false,
             LogError::AccessDenied { .. } => false,
             LogError::NotOwner { .. } => false,
-            LogError::Corrupt { .. } => false,
+            LogError::Corrupt(_) => false,
             LogError::Incompatible { .. } => false,
         }
     }

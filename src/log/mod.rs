@@ -21,6 +21,8 @@ use agdx_wire::{Headers, LogPosition};
 use async_trait::async_trait;
 use bytes::Bytes;
 
+pub mod check;
+mod damage;
 pub mod embedded;
 mod error;
 mod headers;
@@ -29,6 +31,7 @@ pub mod kafka;
 mod partition;
 mod spec;
 
+pub use damage::Damage;
 pub use error::LogError;
 pub use partition::partition_for_key;
 pub use spec::{DEFAULT_LOG, LogSpec, LogSpecError};
@@ -177,9 +180,10 @@ pub trait Log: Send + Sync + 'static {
     /// none is there yet, waits up to `wait` for one to be appended (zero:
     /// return at once). `max` must be at least 1.
     ///
-    /// A record that cannot be read (damaged, or with a malformed header
-    /// block) is never returned: the poll returns the records before it,
-    /// and a poll starting at it fails with [`LogError::Corrupt`].
+    /// Records that cannot be read (damaged, lost by the storage, or with a
+    /// malformed header block) are never returned: the poll returns the
+    /// records before them, and a poll starting at them fails with
+    /// [`LogError::Corrupt`] saying which they are (see [`Damage`]).
     async fn poll(
         &self,
         topic: &TopicInfo,

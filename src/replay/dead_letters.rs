@@ -93,8 +93,9 @@ pub async fn dead_letters(
         loop {
             let batch = match log.poll(dlq, partition, from, 1000, Duration::ZERO).await {
                 Ok(batch) => batch,
-                Err(LogError::Corrupt { position, .. }) => {
-                    from = position.offset + 1;
+                Err(LogError::Corrupt(damage)) => {
+                    tracing::warn!(%damage, "stepping over damaged records of the dead-letter topic");
+                    from = damage.next_offset();
                     continue;
                 }
                 Err(error) => return Err(error.into()),

@@ -40,7 +40,7 @@ use agdx_wire::{ConversationId, FoldSnapshot};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use crate::log::{LogError, SharedLog, TopicInfo};
+use crate::log::{Damage, LogError, SharedLog, TopicInfo};
 use crate::producer::Producer;
 use crate::record::capsule_record;
 use crate::topology::Topology;
@@ -187,20 +187,24 @@ impl<F: Fold> Folded<F> {
         }
     }
 
-    /// Folds every record there is now; returns how many were folded.
+    /// Folds every record there is now (up to the partition's last offset
+    /// when this began); returns how many were folded.
     pub async fn catch_up(&mut self) -> Result<u64, ReplayError> {
+        let ends = self.replay.end_offsets().await?;
         let mut folded = 0;
-        loop {
-            let batch = self.replay.next_batch(Duration::ZERO).await?;
+        while let Some(batch) = self.replay.next_up_to(&ends).await? {
             self.track_progress();
-            if batch.is_empty() {
-                return Ok(folded);
-            }
             for record in &batch {
                 self.fold.apply(&mut self.state, record);
                 folded += 1;
             }
         }
+        Ok(folded)
+    }
+
+    /// The damaged records stepped over so far (see [`Replay::damaged`]).
+    pub fn damaged(&self) -> &[Damage] {
+        self.replay.damaged()
     }
 
     /// The last offset read, folded or stepped over (another conversation's).
@@ -286,7 +290,7 @@ async fn latest_snapshot(
         {
             Ok(records) => records,
             // A damaged snapshot is as good as none: look further back.
-            Err(LogError::Corrupt { .. }) => Vec::new(),
+            Err(LogError::Corrupt(_)) => Vec::new(),
             Err(error) => return Err(error.into()),
         };
         for record in records.iter().rev().filter(|r| r.position.offset < end) {

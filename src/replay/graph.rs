@@ -41,7 +41,7 @@ use std::str::FromStr;
 
 use agdx_wire::{AgentEnvelope, ConversationId, LogPosition, RecordId};
 
-use crate::log::SharedLog;
+use crate::log::{Damage, SharedLog};
 use crate::topology::Topology;
 
 use super::reader::{Replay, ReplayError, ReplayRecord, record_at};
@@ -133,6 +133,7 @@ pub struct CausalGraph {
     nodes: BTreeMap<NodeKey, GraphNode>,
     order: Vec<NodeKey>,
     missing: BTreeSet<RecordId>,
+    damaged: Vec<Damage>,
 }
 
 /// The metadata key naming a record's further causes, beyond `cause`: an
@@ -277,6 +278,7 @@ impl CausalGraph {
             nodes,
             order,
             missing,
+            damaged: Vec::new(),
         })
     }
 
@@ -335,6 +337,12 @@ impl CausalGraph {
     pub fn missing(&self) -> impl Iterator<Item = &RecordId> {
         self.missing.iter()
     }
+
+    /// The damaged records [`causal_graph`] stepped over while loading the
+    /// walk's records (any of them may have belonged to the graph).
+    pub fn damaged(&self) -> &[Damage] {
+        &self.damaged
+    }
 }
 
 /// The start as a node of the index: a position that belongs to a record
@@ -379,7 +387,8 @@ pub async fn causal_graph(
     start: GraphStart,
     direction: Direction,
 ) -> Result<CausalGraph, ReplayError> {
-    let first = find_start(log, topology, &start).await?;
+    let mut damaged = Vec::new();
+    let first = find_start(log, topology, &start, &mut damaged).await?;
     let mut records = Vec::new();
     let mut loaded = BTreeSet::new();
     let mut pending: Vec<ConversationId> = first.conversation().into_iter().collect();
@@ -390,11 +399,9 @@ pub async fn causal_graph(
             if loaded.len() >= MAX_CONVERSATIONS || !loaded.insert(conversation) {
                 continue;
             }
-            records.extend(
-                Replay::new(log.clone(), topology, conversation)
-                    .read_to_end()
-                    .await?,
-            );
+            let mut replay = Replay::new(log.clone(), topology, conversation);
+            records.extend(replay.read_to_end().await?);
+            damaged.extend_from_slice(replay.damaged());
         }
         if direction == Direction::Down {
             break;
@@ -422,15 +429,22 @@ pub async fn causal_graph(
             }
         }
     }
-    CausalGraph::from_records(records, &start.node, direction)
-        .ok_or_else(|| ReplayError::NotFound(format!("record {} is not on the log", start.node)))
+    let mut graph = CausalGraph::from_records(records, &start.node, direction)
+        .ok_or_else(|| ReplayError::NotFound(format!("record {} is not on the log", start.node)))?;
+    // A conversation searched for the start is read again for the walk.
+    damaged.sort_by_key(|d| (d.position, d.last));
+    damaged.dedup();
+    graph.damaged = damaged;
+    Ok(graph)
 }
 
-/// The start record: read at its position, or searched for by id.
+/// The start record: read at its position, or searched for by id; the
+/// damaged records stepped over on the way go to `damaged`.
 async fn find_start(
     log: &SharedLog,
     topology: &Topology,
     start: &GraphStart,
+    damaged: &mut Vec<Damage>,
 ) -> Result<ReplayRecord, ReplayError> {
     let id = match start.node {
         NodeKey::Position(position) => {
@@ -444,9 +458,9 @@ async fn find_start(
     };
     let is_it = |r: &ReplayRecord| r.record_id() == Some(id);
     if let Some(conversation) = start.conversation {
-        let records = Replay::new(log.clone(), topology, conversation)
-            .read_to_end()
-            .await?;
+        let mut replay = Replay::new(log.clone(), topology, conversation);
+        let records = replay.read_to_end().await?;
+        damaged.extend_from_slice(replay.damaged());
         return records.into_iter().find(is_it).ok_or_else(|| {
             ReplayError::NotFound(format!(
                 "record {id} is not in conversation {conversation}; check both ids (`agdx timeline {conversation}` lists its records)"
@@ -463,8 +477,9 @@ async fn find_start(
                     .await
                 {
                     Ok(batch) => batch,
-                    Err(crate::log::LogError::Corrupt { position, .. }) => {
-                        from = position.offset + 1;
+                    Err(crate::log::LogError::Corrupt(damage)) => {
+                        from = damage.next_offset();
+                        damaged.push(damage);
                         continue;
                     }
                     Err(error) => return Err(error.into()),

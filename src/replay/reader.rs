@@ -8,7 +8,7 @@ use agdx_wire::{
 };
 use bytes::Bytes;
 
-use crate::log::{LogError, LogRecord, SharedLog, TopicInfo};
+use crate::log::{Damage, LogError, LogRecord, SharedLog, TopicInfo};
 use crate::producer::Producer;
 use crate::record::content_type_of;
 use crate::topology::Topology;
@@ -37,6 +37,25 @@ pub enum ReplayError {
         /// That stream's id.
         stream_id: u32,
     },
+    /// A partition returned nothing before the last offset it had when
+    /// the read began: the backend did not deliver records it holds (a
+    /// broker too slow to fetch them in time, say). Never taken for the
+    /// end, which would leave records out without a word.
+    #[error(
+        "partition {partition} of '{stream}/{topic}' returned no records from offset {from} on, though its last offset is {last}; try again, and if it keeps happening, check the log server"
+    )]
+    Short {
+        /// The stream's name.
+        stream: String,
+        /// The topic's name.
+        topic: String,
+        /// The partition.
+        partition: u32,
+        /// Where the read found nothing.
+        from: u64,
+        /// The partition's last offset when the read began.
+        last: u64,
+    },
     /// Appending to the log failed (snapshots, redrives).
     #[error(transparent)]
     Produce(#[from] crate::producer::ProduceError),
@@ -52,6 +71,7 @@ impl ReplayError {
             ReplayError::Log(e) => e.is_retryable(),
             ReplayError::NotFound(_) => false,
             ReplayError::ForeignPosition { .. } => false,
+            ReplayError::Short { .. } => true,
             ReplayError::Produce(e) => e.is_retryable(),
             ReplayError::State(_) => false,
         }
@@ -176,6 +196,7 @@ pub struct Replay {
     conversation: ConversationId,
     cursors: Vec<Cursor>,
     skipped: u64,
+    damaged: Vec<Damage>,
 }
 
 impl Replay {
@@ -203,6 +224,7 @@ impl Replay {
             conversation,
             cursors,
             skipped: 0,
+            damaged: Vec::new(),
         }
     }
 
@@ -238,34 +260,131 @@ impl Replay {
         self.skipped
     }
 
+    /// The damaged records stepped over so far, in the order met (they
+    /// may hold records of the conversation: nothing of them can be read).
+    pub fn damaged(&self) -> &[Damage] {
+        &self.damaged
+    }
+
     /// Reads what is there now in every topic (up to a poll's worth each),
     /// waiting up to `wait` when nothing is; the conversation's records,
     /// in log order. Empty when there is nothing new.
     pub async fn next_batch(&mut self, wait: Duration) -> Result<Vec<ReplayRecord>, ReplayError> {
-        let log = &self.log;
-        let polls = self.cursors.iter().map(|cursor| async move {
-            log.poll(
-                &cursor.topic,
-                cursor.partition,
-                cursor.next,
-                POLL_BATCH,
-                wait,
-            )
-            .await
-        });
-        let results = futures_util::future::join_all(polls).await;
+        let every = vec![true; self.cursors.len()];
         let mut out = Vec::new();
-        for (cursor, result) in self.cursors.iter_mut().zip(results) {
+        self.poll_once(&every, wait, &mut out).await?;
+        out.sort_by_key(ReplayRecord::order_key);
+        Ok(out)
+    }
+
+    /// Reads everything there is now, in log order: each topic up to the
+    /// last offset its partition had when the read began, however many
+    /// records of other conversations lie in between.
+    pub async fn read_to_end(&mut self) -> Result<Vec<ReplayRecord>, ReplayError> {
+        let ends = self.end_offsets().await?;
+        let mut all = Vec::new();
+        while let Some(batch) = self.next_up_to(&ends).await? {
+            all.extend(batch);
+        }
+        all.sort_by_key(ReplayRecord::order_key);
+        Ok(all)
+    }
+
+    /// The last offset of each cursor's partition now (`None`: empty), for
+    /// [`Replay::next_up_to`].
+    pub(crate) async fn end_offsets(&self) -> Result<Vec<Option<u64>>, ReplayError> {
+        let log = &self.log;
+        let ends = self
+            .cursors
+            .iter()
+            .map(|c| async move { log.last_offset(&c.topic, c.partition).await });
+        let ends = futures_util::future::try_join_all(ends).await?;
+        Ok(ends)
+    }
+
+    /// One poll of each topic not yet read up to its end in `ends`; the
+    /// conversation's records it found, in log order (maybe none), or
+    /// `None` once every topic is read to its end. A partition that
+    /// returns nothing before its end fails the read
+    /// ([`ReplayError::Short`]).
+    pub(crate) async fn next_up_to(
+        &mut self,
+        ends: &[Option<u64>],
+    ) -> Result<Option<Vec<ReplayRecord>>, ReplayError> {
+        let unread: Vec<bool> = self
+            .cursors
+            .iter()
+            .zip(ends.iter())
+            .map(|(cursor, end)| end.is_some_and(|end| cursor.next <= end))
+            .collect();
+        if !unread.contains(&true) {
+            return Ok(None);
+        }
+        let mut out = Vec::new();
+        let moved = self.poll_once(&unread, Duration::ZERO, &mut out).await?;
+        let stuck = (self.cursors.iter().zip(ends))
+            .zip(unread.iter().zip(moved))
+            .find(|(_, (polled, moved))| **polled && !moved);
+        if let Some(((cursor, end), _)) = stuck {
+            return Err(ReplayError::Short {
+                stream: cursor.topic.stream.clone(),
+                topic: cursor.topic.topic.clone(),
+                partition: cursor.partition,
+                from: cursor.next,
+                last: end.unwrap_or_default(),
+            });
+        }
+        out.sort_by_key(ReplayRecord::order_key);
+        Ok(Some(out))
+    }
+
+    /// Polls each cursor `which` selects once, at once, waiting up to
+    /// `wait`; adds the conversation's records to `out`. Which cursors
+    /// moved on.
+    async fn poll_once(
+        &mut self,
+        which: &[bool],
+        wait: Duration,
+        out: &mut Vec<ReplayRecord>,
+    ) -> Result<Vec<bool>, ReplayError> {
+        let log = &self.log;
+        let polls = self
+            .cursors
+            .iter()
+            .zip(which)
+            .map(|(cursor, &poll)| async move {
+                if !poll {
+                    return None;
+                }
+                let polled = log
+                    .poll(
+                        &cursor.topic,
+                        cursor.partition,
+                        cursor.next,
+                        POLL_BATCH,
+                        wait,
+                    )
+                    .await;
+                Some(polled)
+            });
+        let results = futures_util::future::join_all(polls).await;
+        let mut moved = vec![false; self.cursors.len()];
+        for ((cursor, result), moved) in self.cursors.iter_mut().zip(results).zip(&mut moved) {
             let records = match result {
-                Ok(records) => records,
-                Err(LogError::Corrupt { position, .. }) => {
-                    // A damaged record never surfaces; step over it.
-                    cursor.next = position.offset + 1;
-                    self.skipped += 1;
+                None => continue,
+                Some(Ok(records)) => records,
+                Some(Err(LogError::Corrupt(damage))) => {
+                    // Damage never surfaces as records; step over it, and
+                    // keep it for whoever reports on the replay.
+                    cursor.next = damage.next_offset();
+                    self.skipped += damage.count();
+                    self.damaged.push(damage);
+                    *moved = true;
                     continue;
                 }
-                Err(error) => return Err(error.into()),
+                Some(Err(error)) => return Err(error.into()),
             };
+            *moved = !records.is_empty();
             for record in records {
                 cursor.next = record.position.offset + 1;
                 match ReplayRecord::decode(&cursor.topic.topic, record) {
@@ -274,22 +393,7 @@ impl Replay {
                 }
             }
         }
-        out.sort_by_key(ReplayRecord::order_key);
-        Ok(out)
-    }
-
-    /// Reads everything there is now, in log order.
-    pub async fn read_to_end(&mut self) -> Result<Vec<ReplayRecord>, ReplayError> {
-        let mut all = Vec::new();
-        loop {
-            let batch = self.next_batch(Duration::ZERO).await?;
-            if batch.is_empty() {
-                break;
-            }
-            all.extend(batch);
-        }
-        all.sort_by_key(ReplayRecord::order_key);
-        Ok(all)
+        Ok(moved)
     }
 }
 
@@ -311,7 +415,7 @@ pub async fn record_at(
         .await
     {
         Ok(records) => records,
-        Err(LogError::Corrupt { .. }) | Err(LogError::NoSuchPartition { .. }) => return Ok(None),
+        Err(LogError::Corrupt(_)) | Err(LogError::NoSuchPartition { .. }) => return Ok(None),
         Err(error) => return Err(error.into()),
     };
     match records.pop() {

@@ -370,7 +370,10 @@ async fn read_partition(
                 from = records.last().map_or(from, |r| r.position.offset + 1);
                 each(&records);
             }
-            Err(LogError::Corrupt { position, .. }) => from = position.offset + 1,
+            Err(LogError::Corrupt(damage)) => {
+                tracing::warn!(%damage, "stepping over damaged records of the agent registry");
+                from = damage.next_offset();
+            }
             Err(error) => return Err(error),
         }
     }

@@ -60,7 +60,11 @@ pub(super) async fn partition_loop(
             Ok(Turn::Stop) => break,
             Err(error) => {
                 failures += 1;
-                tracing::warn!(%error, partition, "retrying after a failure; nothing was committed");
+                if error.is_damage() {
+                    tracing::error!(%error, partition, "the log's storage is damaged; retrying, but the partition stays where it is until the log is repaired");
+                } else {
+                    tracing::warn!(%error, partition, "retrying after a failure; nothing was committed");
+                }
                 if sleep_or_cancel(crate::retry::backoff(failures), &cancel).await {
                     break;
                 }
@@ -86,6 +90,13 @@ enum TurnError {
     CatchUp(StoreError),
     #[error("publishing replies or committing failed (the records will be handled again): {0}")]
     Batch(BatchError),
+}
+
+impl TurnError {
+    /// Whether the log said its storage is damaged.
+    fn is_damage(&self) -> bool {
+        matches!(self, TurnError::Offset(e) | TurnError::Poll(e) if matches!(e, LogError::Damaged { .. }))
+    }
 }
 
 /// One poll of the partition and the handling of what it returned. `from`
@@ -136,26 +147,28 @@ async fn turn(
             }
             handle_batch(ctx, partition, &records, &mut cursor, cancel).await
         }
-        Err(LogError::Corrupt {
-            position,
-            reason,
-            payload,
-        }) => {
-            // An unreadable record never surfaces; set it aside as a dead
-            // letter (with its payload when only its headers were damaged)
-            // and step over it.
-            tracing::error!(%position, %reason, "a stored command cannot be read; dead-lettering it");
-            let payload = payload.unwrap_or_default();
+        Err(LogError::Corrupt(damage)) => {
+            // Unreadable records never surface; set them aside as one dead
+            // letter (with the payload when only a record's headers were
+            // damaged) and step over them.
+            tracing::error!(%damage, "stored commands cannot be read; dead-lettering them and going on past them");
+            let detail = if damage.count() == 1 {
+                damage.reason.clone()
+            } else {
+                damage.to_string()
+            };
+            let payload = damage.payload.clone().unwrap_or_default();
             let capsule = crate::dlq::dead_letter(
-                position,
+                damage.position,
                 agdx_wire::DeadLetterReason::DecodeFailed,
                 1,
-                reason,
+                detail,
                 payload.to_vec(),
             );
             let mut unflushed = Unflushed::default();
             unflushed.push(Settled {
-                position,
+                // The commit moves past the last of them.
+                position: damage.last_position(),
                 payload,
                 outcome: Outcome {
                     disposition: Disposition::DeadLettered,

@@ -82,6 +82,41 @@ pub fn damage_payload(dir: &Path, topic: &TopicInfo, partition: u32, offset: u64
     tamper(dir, topic, partition, offset, "payload = payload || x'ff'");
 }
 
+/// The records database file of the embedded log in `dir`.
+pub fn database_file(dir: &Path) -> PathBuf {
+    dir.join(DB_FILE)
+}
+
+/// Moves everything in the WAL of the log in `dir` into its database file
+/// (no process may have the log open), so the file holds every record.
+pub fn checkpoint(dir: &Path) {
+    let (busy, _, _): (i64, i64, i64) = database(dir)
+        .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+        })
+        .expect("checkpoint the log's WAL");
+    assert_eq!(busy, 0, "nothing else may hold the log open");
+}
+
+/// Where `marker` occurs in `file`.
+pub fn occurrences(file: &Path, marker: &[u8]) -> Vec<usize> {
+    let bytes = std::fs::read(file).expect("read the file");
+    bytes
+        .windows(marker.len())
+        .enumerate()
+        .filter(|(_, window)| *window == marker)
+        .map(|(at, _)| at)
+        .collect()
+}
+
+/// Flips every bit of the byte at `offset` of `file`, as a failing disk
+/// or a stray write would change it.
+pub fn flip_byte(file: &Path, offset: usize) {
+    let mut bytes = std::fs::read(file).expect("read the file");
+    bytes[offset] ^= 0xff;
+    std::fs::write(file, bytes).expect("write the file back");
+}
+
 /// Environment variable naming the role a child process plays.
 const CHILD_ROLE: &str = "AGDX_TEST_CHILD";
 /// Environment variable with the child's log directory.

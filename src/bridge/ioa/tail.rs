@@ -59,9 +59,9 @@ impl Partition {
             .await
         {
             Ok(records) => records,
-            Err(LogError::Corrupt { position, .. }) => {
-                tracing::warn!(%position, "ioa: stepping over a damaged record");
-                self.next = position.offset + 1;
+            Err(LogError::Corrupt(damage)) => {
+                tracing::warn!(%damage, "ioa: stepping over damaged records");
+                self.next = damage.next_offset();
                 return Ok(1);
             }
             Err(error) => return Err(error),

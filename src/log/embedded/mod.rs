@@ -7,14 +7,16 @@
 //!
 //! # On disk
 //!
-//! The directory (created when missing) holds two SQLite databases in WAL
-//! mode, each with its `-wal` and `-shm` companions: `log.sqlite3` with the
-//! records and offsets, and `groups.sqlite3` with the consumer groups'
+//! The directory (created when missing) holds three SQLite databases in
+//! WAL mode, each with its `-wal` and `-shm` companions: `log.sqlite3` with
+//! the records and offsets, `groups.sqlite3` with the consumer groups'
 //! leases, kept apart so that renewing a lease never waits behind an append
-//! (see *Consumer groups*). Both are marked with `application_id` "AGDX"
-//! and a format version in `user_version`; another program's database, or
-//! another format, is refused with [`LogError::Incompatible`] (a log made
-//! before the leases moved out is upgraded when opened). Their tables:
+//! (see *Consumer groups*), and `marks.sqlite3` with the high-water marks
+//! (see *Damage*). All are marked with `application_id` "AGDX" and a format
+//! version in `user_version`; another program's database, or another
+//! format, is refused with [`LogError::Incompatible`] (a log made before
+//! the leases moved out is upgraded when opened, one made before the marks
+//! gets them). Their tables:
 //!
 //! | file | table | one row per | holds |
 //! | --- | --- | --- | --- |
@@ -24,6 +26,7 @@
 //! | `log` | `group_offsets` | (group, partition) | the committed offset |
 //! | `groups` | `group_members` | live group member | lease expiry, its process's token |
 //! | `groups` | `group_owners` | owned partition | the member that owns it |
+//! | `marks` | `marks` | partition with records | the offset after its last acknowledged record |
 //!
 //! Records are addressed like Apache Iggy's: stream ids and topic ids are
 //! given by the log, counting from 1 (topic ids within their stream);
@@ -49,12 +52,30 @@
 //! worker's replies and its offset commit ([`Log::append_and_commit`]) are
 //! one transaction: the offset never moves without its replies.
 //!
-//! SQLite never exposes a half-written transaction. As a second line of
-//! defence every record stores an xxh3-64 checksum of its offset,
-//! timestamp, headers and payload; a poll that meets a record failing it
-//! returns the records before it and then [`LogError::Corrupt`] naming the
-//! position, never damaged bytes. Committing that offset for a group steps
-//! over it.
+//! # Damage
+//!
+//! SQLite never exposes a half-written transaction, but it trusts its
+//! files: damaged bytes can change records, make it skip them, or (in the
+//! WAL, at recovery) drop whole acknowledged commits without a word. None
+//! of that is served as if nothing happened:
+//!
+//! - every record stores an xxh3-64 checksum of its offset, timestamp,
+//!   headers and payload, and offsets are dense, so a poll meeting a
+//!   record failing its checksum, a gap, a scan that ends before the
+//!   partition's last offset or a page SQLite reports malformed returns
+//!   the records before it and then [`LogError::Corrupt`] naming the
+//!   damaged offsets, never damaged bytes (the `read` module); committing
+//!   the last of them for a group steps over them;
+//! - high-water marks, kept in their own file, make a log whose database
+//!   lost records at its end refuse to open ([`LogError::Damaged`]) rather
+//!   than serve less (the `marks` module, which also says why marks and
+//!   not SQLite's checksum VFS shim);
+//! - [`EmbeddedLog::verify`] checks a whole log (`PRAGMA quick_check`,
+//!   marks, every record) and [`EmbeddedLog::accept_loss`] gives up what a
+//!   damaged database lost.
+//!
+//! A full disk is [`LogError::StorageFull`]; a file SQLite finds malformed
+//! or not a database at all, [`LogError::Damaged`].
 //!
 //! # Waiting polls
 //!
@@ -107,18 +128,25 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use tokio::sync::oneshot;
 
 use super::{
-    Append, GroupMember, Log, LogError, LogRecord, OffsetCommit, OutgoingRecord, TopicInfo, lock,
+    Append, Damage, GroupMember, Log, LogError, LogRecord, OffsetCommit, OutgoingRecord, TopicInfo,
+    lock,
 };
 use crate::clock::{Clock, SystemClock};
-use schema::{DB_FILE, Durability, GROUPS_FILE, connect};
+use fault::{Fault, io_failure};
+use schema::{DB_FILE, Durability, GROUPS_FILE, MARKS_FILE, connect};
 use wake::{DirWake, Handoff};
 
 mod codec;
+mod fault;
 mod group;
+mod marks;
+mod read;
 mod schema;
+mod verify;
 mod wake;
 
 pub use group::{LEASE, RENEW_EVERY};
+pub use marks::Lost;
 
 /// Largest payload of one record: 64 MB, the same limit as Apache Iggy's
 /// (`MAX_PAYLOAD_SIZE`), so a record fits both backends or neither.
@@ -144,12 +172,15 @@ struct Core {
     db: PathBuf,
     /// The group lease database file, canonical.
     groups_db: PathBuf,
+    /// The high-water mark database file, canonical.
+    marks_db: PathBuf,
     /// Shared with the watcher (see the `wake` module), which reads it to
     /// tell other processes' commits from this one's.
     writer: Arc<Mutex<Connection>>,
     /// Writes waiting for the writer (group commit).
     queue: Mutex<Queue>,
     groups: Mutex<Connection>,
+    marks: Mutex<Connection>,
     readers: Mutex<Vec<Connection>>,
     topics: Mutex<HashMap<(u32, u32), Arc<TopicRow>>>,
     /// Per partition, the offset its last poll found nothing at and the
@@ -176,11 +207,10 @@ impl TopicRow {
         offset
             .map(|off| {
                 u64::try_from(off).map_err(|_| {
-                    Fault::Log(LogError::Corrupt {
-                        position: self.info.position(partition, 0),
-                        reason: format!("negative {what}: {off}"),
-                        payload: None,
-                    })
+                    Fault::Log(LogError::Corrupt(Damage::record(
+                        self.info.position(partition, 0),
+                        format!("negative {what}: {off}"),
+                    )))
                 })
             })
             .transpose()
@@ -221,77 +251,70 @@ struct Encoded {
     payload: Vec<u8>,
 }
 
-/// An error inside the backend: SQLite's, or already a log error.
-#[derive(Debug)]
-enum Fault {
-    Sql(rusqlite::Error),
-    Log(LogError),
-}
-
-impl From<rusqlite::Error> for Fault {
-    fn from(error: rusqlite::Error) -> Self {
-        Fault::Sql(error)
-    }
-}
-
-impl From<LogError> for Fault {
-    fn from(error: LogError) -> Self {
-        Fault::Log(error)
-    }
-}
-
-impl Fault {
-    /// The log error, naming the database file for SQLite's errors.
-    fn into_log(self, db: &Path) -> LogError {
-        match self {
-            Fault::Log(error) => error,
-            Fault::Sql(error) => LogError::Storage(format!("{}: {error}", db.display())),
-        }
-    }
-}
-
 impl EmbeddedLog {
     /// Opens (creating when needed) the embedded log in directory `path`.
+    ///
+    /// A log whose database no longer holds every record it acknowledged
+    /// (see the `marks` module) is refused with [`LogError::Damaged`]
+    /// naming each lost range: [`EmbeddedLog::verify`] reports it in full,
+    /// [`EmbeddedLog::accept_loss`] gives those records up.
     ///
     /// This does a little blocking file I/O (creating the directory and the
     /// schema); call it once at start-up.
     pub fn open(path: &Path) -> Result<Self, LogError> {
+        let (log, lost) = Self::open_files(path)?;
+        if !lost.is_empty() {
+            return Err(marks::refusal(&path.display().to_string(), &lost));
+        }
+        Ok(log)
+    }
+
+    /// Opens the files of the log in `path` (creating what is missing) and
+    /// compares the high-water marks with the records: the log, and the
+    /// partitions that lost records.
+    fn open_files(path: &Path) -> Result<(Self, Vec<Lost>), LogError> {
         let location = path.display().to_string();
-        std::fs::create_dir_all(path).map_err(|e| {
-            LogError::Storage(format!("cannot create the log directory {location}: {e}"))
-        })?;
-        let dir = path.canonicalize().map_err(|e| {
-            LogError::Storage(format!("cannot resolve the log directory {location}: {e}"))
-        })?;
+        std::fs::create_dir_all(path)
+            .map_err(|e| io_failure(format!("cannot create the log directory {location}"), e))?;
+        let dir = path
+            .canonicalize()
+            .map_err(|e| io_failure(format!("cannot resolve the log directory {location}"), e))?;
         let db = dir.join(DB_FILE);
         let writer = schema::open(&db, Durability::Full, &location, &schema::RECORDS)
             .map_err(|f| f.into_log(&db))?;
         let groups_db = dir.join(GROUPS_FILE);
         let groups = schema::open(&groups_db, Durability::Leases, &location, &schema::GROUPS)
             .map_err(|f| f.into_log(&groups_db))?;
+        let marks_db = dir.join(MARKS_FILE);
+        let mut marks = schema::open(&marks_db, Durability::Marks, &location, &schema::MARKS)
+            .map_err(|f| f.into_log(&marks_db))?;
+        let stored = marks::stored(&marks).map_err(|f| f.into_log(&marks_db))?;
+        let (lost, raises) = marks::compare(&writer, &stored).map_err(|f| f.into_log(&db))?;
+        marks::raise(&mut marks, &raises).map_err(|f| f.into_log(&marks_db))?;
         // Make the new files' directory entries durable too.
         std::fs::File::open(&dir)
             .and_then(|d| d.sync_all())
-            .map_err(|e| {
-                LogError::Storage(format!("cannot sync the log directory {location}: {e}"))
-            })?;
+            .map_err(|e| io_failure(format!("cannot sync the log directory {location}"), e))?;
         let writer = Arc::new(Mutex::new(writer));
         let wake = DirWake::for_db(&db);
         wake.add_writer(&writer);
-        Ok(EmbeddedLog {
+        let log = EmbeddedLog {
             core: Arc::new(Core {
                 dir: path.to_owned(),
                 wake,
                 db,
                 groups_db,
+                marks_db,
                 writer,
                 queue: Mutex::default(),
                 groups: Mutex::new(groups),
+                marks: Mutex::new(marks),
                 readers: Mutex::default(),
                 topics: Mutex::default(),
                 found_nothing: Mutex::default(),
             }),
-        })
+        };
+        Ok((log, lost))
     }
 
     /// Opens the embedded log in directory `path` only if one is there
@@ -435,6 +458,7 @@ impl Core {
         drop(conn);
         match committed {
             Ok(appended) => {
+                self.raise_marks(&queued, &appended);
                 let mut appended = appended.into_iter();
                 for Queued { writes, done } in queued {
                     for write in writes {
@@ -452,14 +476,34 @@ impl Core {
                 }
             }
             Err(fault) => {
-                let message = match fault.into_log(&self.db) {
-                    LogError::Storage(message) => message,
-                    other => other.to_string(),
-                };
+                let error = fault.into_log(&self.db);
                 for q in queued {
-                    let _ = q.done.send(Err(LogError::Storage(message.clone())));
+                    let _ = q.done.send(Err(error.clone()));
                 }
             }
+        }
+    }
+
+    /// Raises the high-water marks of the partitions a group commit
+    /// appended to (`appended`: each append's first offset, in order). A
+    /// mark that cannot be raised stays behind, which only narrows what
+    /// the next open checks: the records are durable all the same, so the
+    /// appends still succeed.
+    fn raise_marks(&self, queued: &[Queued], appended: &[(u64, u64)]) {
+        let appends = queued
+            .iter()
+            .flat_map(|q| &q.writes)
+            .filter_map(|w| match w {
+                Write::Append { row, part, records } => Some((row, *part, records.len() as u64)),
+                Write::Commit { .. } => None,
+            });
+        let raises: Vec<marks::Mark> = appends
+            .zip(appended)
+            .map(|((row, part, count), (first, _))| marks::Mark::of(row, part, first + count))
+            .collect();
+        if let Err(fault) = marks::raise(&mut lock(&self.marks), &raises) {
+            let error = fault.into_log(&self.marks_db);
+            tracing::warn!(%error, "the log's high-water marks could not be raised; the next open checks less of what was just appended");
         }
     }
 
@@ -471,7 +515,7 @@ impl Core {
         from: u64,
         max: u32,
     ) -> Result<Vec<LogRecord>, LogError> {
-        self.with_reader(|conn| read_records(conn, topic, part, from, max))
+        self.with_reader(|conn| read::read_records(conn, topic, part, from, max))
     }
 }
 
@@ -621,76 +665,6 @@ fn handoff(
         })
         .collect::<Option<Vec<_>>>()?;
     Some(Handoff { first, records })
-}
-
-/// Reads records, checking each one's checksum and headers.
-fn read_records(
-    conn: &Connection,
-    topic: &TopicRow,
-    part: u32,
-    from: u64,
-    max: u32,
-) -> Result<Vec<LogRecord>, Fault> {
-    let Ok(from) = i64::try_from(from) else {
-        return Ok(Vec::new());
-    };
-    let mut stmt = conn.prepare_cached(
-        "SELECT off, ts, headers, payload, checksum FROM records
-         WHERE topic_key = ?1 AND part = ?2 AND off >= ?3 ORDER BY off LIMIT ?4",
-    )?;
-    let mut rows = stmt.query(params![topic.key, part, from, max])?;
-    let mut out = Vec::new();
-    let mut bytes = 0usize;
-    while let Some(row) = rows.next()? {
-        let offset: i64 = row.get(0)?;
-        let position = topic.info.position(part, offset as u64);
-        let checked = (|| {
-            let offset = u64::try_from(offset).map_err(|_| format!("negative offset {offset}"))?;
-            let timestamp: i64 = row.get(1).map_err(|e| e.to_string())?;
-            let timestamp =
-                u64::try_from(timestamp).map_err(|_| format!("negative timestamp {timestamp}"))?;
-            let headers = blob(row, 2)?;
-            let payload = blob(row, 3)?;
-            let stored: i64 = row.get(4).map_err(|e| e.to_string())?;
-            if codec::checksum(offset, timestamp, headers, payload) != stored as u64 {
-                return Err("checksum mismatch".to_owned());
-            }
-            Ok(LogRecord {
-                position,
-                timestamp_micros: timestamp,
-                headers: codec::decode_headers(headers)?,
-                payload: bytes::Bytes::copy_from_slice(payload),
-            })
-        })();
-        match checked {
-            Ok(record) => {
-                bytes += record.payload.len();
-                out.push(record);
-                if bytes >= super::POLL_BYTES_BUDGET {
-                    break;
-                }
-            }
-            Err(reason) if out.is_empty() => {
-                return Err(LogError::Corrupt {
-                    position,
-                    reason,
-                    payload: None,
-                }
-                .into());
-            }
-            Err(reason) => {
-                tracing::error!(%position, %reason, "damaged record in the embedded log");
-                break;
-            }
-        }
-    }
-    Ok(out)
-}
-
-/// Column `index` of `row` as a blob.
-fn blob<'r>(row: &'r rusqlite::Row<'_>, index: usize) -> Result<&'r [u8], String> {
-    let value = row.get_ref(index).map_err(|e| e.to_string())?;
-    value.as_blob().map_err(|e| format!("column {index}: {e}"))
 }
 
 fn topic_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<TopicRow> {

@@ -1,10 +1,12 @@
 //! The database files: connections, their settings, and the schemas.
 //!
-//! Two files: `log.sqlite3` holds streams, topics, records and committed
+//! Three files: `log.sqlite3` holds streams, topics, records and committed
 //! offsets; `groups.sqlite3` holds the consumer groups' leases and
-//! partition owners. Keeping the leases apart means a renewal never waits
+//! partition owners; `marks.sqlite3` holds the high-water marks (see the
+//! `marks` module). Keeping the leases apart means a renewal never waits
 //! behind an append (however large) for SQLite's single write lock, so no
-//! member's lease can run out because the log was busy.
+//! member's lease can run out because the log was busy; keeping the marks
+//! apart means damage to the records' file cannot take them along.
 
 use std::path::Path;
 use std::time::Duration;
@@ -19,6 +21,9 @@ pub(super) const DB_FILE: &str = "log.sqlite3";
 
 /// The database of group leases inside the log directory.
 pub(super) const GROUPS_FILE: &str = "groups.sqlite3";
+
+/// The high-water mark database file inside the log directory.
+pub(super) const MARKS_FILE: &str = "marks.sqlite3";
 
 /// `PRAGMA application_id` of both files of an agdx log: "AGDX" in ASCII.
 const APPLICATION_ID: i32 = 0x4147_4458;
@@ -59,6 +64,15 @@ pub(super) const GROUPS: Database = Database {
     what: "group leases",
     version: 1,
     schema: GROUPS_SCHEMA,
+    upgrade: None,
+    page_size: 4_096,
+};
+
+/// The high-water marks, one per partition that has records.
+pub(super) const MARKS: Database = Database {
+    what: "high-water marks",
+    version: 1,
+    schema: MARKS_SCHEMA,
     upgrade: None,
     page_size: 4_096,
 };
@@ -121,6 +135,20 @@ CREATE TABLE group_owners (
 ) WITHOUT ROWID;
 ";
 
+/// The table of `marks.sqlite3`: per partition, the offset after the last
+/// record the log acknowledged (`next`), with the stream and topic names
+/// to name it by should the records' database lose the topic itself.
+const MARKS_SCHEMA: &str = "
+CREATE TABLE marks (
+    topic_key INTEGER NOT NULL,
+    part      INTEGER NOT NULL,
+    stream    TEXT    NOT NULL,
+    topic     TEXT    NOT NULL,
+    next      INTEGER NOT NULL,
+    PRIMARY KEY (topic_key, part)
+) WITHOUT ROWID;
+";
+
 /// How hard a connection's commits push data to the disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Durability {
@@ -131,6 +159,10 @@ pub(super) enum Durability {
     /// lost on a power cut. Group leases, which are void after a reboot
     /// anyway (and the change watcher, which never writes).
     Leases,
+    /// `synchronous=NORMAL`, waiting for the write lock as long as
+    /// [`Durability::Full`]: high-water marks, which a power cut may set
+    /// back (they then check less) but never forward.
+    Marks,
 }
 
 /// Waits for another connection's write lock on the group leases, which
@@ -161,6 +193,7 @@ pub(super) fn connect(
     let (synchronous, wait): (_, fn(i32) -> bool) = match durability {
         Durability::Full => ("FULL", sqlite::busy_wait),
         Durability::Leases => ("NORMAL", busy_wait_leases),
+        Durability::Marks => ("NORMAL", sqlite::busy_wait),
     };
     conn.busy_handler(Some(wait))?;
     conn.pragma_update(None, "synchronous", synchronous)?;

@@ -11,7 +11,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use iggy::prelude::{HeaderKind as IggyHeaderKind, IggyMessage, MAX_PAYLOAD_SIZE};
 
 use crate::log::headers::{block_size, check_headers};
-use crate::log::{LogError, LogRecord, OutgoingRecord, TopicInfo};
+use crate::log::{Damage, LogError, LogRecord, OutgoingRecord, TopicInfo};
 
 /// Iggy's kind for an AGDX header kind (the same fifteen kinds).
 fn to_iggy_kind(kind: HeaderKind) -> IggyHeaderKind {
@@ -153,13 +153,13 @@ pub(crate) fn from_message(
 ) -> Result<LogRecord, LogError> {
     let position = topic.position(partition, message.header.offset);
     let headers = match &message.user_headers {
-        Some(block) if !block.is_empty() => {
-            decode_headers(block).map_err(|why| LogError::Corrupt {
+        Some(block) if !block.is_empty() => decode_headers(block).map_err(|why| {
+            LogError::Corrupt(Damage::headers(
                 position,
-                reason: format!("malformed user header block: {why}"),
-                payload: Some(message.payload.clone()),
-            })?
-        }
+                format!("malformed user header block: {why}"),
+                message.payload.clone(),
+            ))
+        })?,
         _ => Vec::new(),
     };
     Ok(LogRecord {
@@ -258,14 +258,15 @@ mod tests {
         message.header.offset = 9;
         message.user_headers = Some(Bytes::from_static(&[2, 200, 0, 0, 0, b'k']));
         match from_message(&topic, 3, message) {
-            Err(LogError::Corrupt {
-                position,
-                reason,
-                payload,
-            }) => {
-                assert_eq!(position, topic.position(3, 9));
-                assert!(reason.contains("cut short"), "{reason}");
-                assert_eq!(payload.as_deref(), Some(&b"p"[..]), "the payload is kept");
+            Err(LogError::Corrupt(damage)) => {
+                assert_eq!(damage.position, topic.position(3, 9));
+                assert_eq!(damage.count(), 1);
+                assert!(damage.reason.contains("cut short"), "{}", damage.reason);
+                assert_eq!(
+                    damage.payload.as_deref(),
+                    Some(&b"p"[..]),
+                    "the payload is kept"
+                );
             }
             other => panic!("{other:?}"),
         }

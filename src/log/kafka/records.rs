@@ -7,7 +7,7 @@ use rdkafka::Message;
 use rdkafka::message::{BorrowedMessage, Header, OwnedHeaders, Timestamp};
 
 use crate::log::headers::check_headers;
-use crate::log::{LogError, LogRecord, OutgoingRecord, TopicInfo};
+use crate::log::{Damage, LogError, LogRecord, OutgoingRecord, TopicInfo};
 
 /// Longest Kafka topic name.
 const MAX_TOPIC_NAME: usize = 249;
@@ -206,12 +206,12 @@ pub(crate) fn from_message(
 ) -> Result<LogRecord, LogError> {
     let offset = u64::try_from(message.offset()).unwrap_or_default();
     let position = topic.position(partition, offset);
-    let headers = typed_headers(raw_headers(message)).map_err(|why| LogError::Corrupt {
-        position,
-        reason: format!("malformed Kafka headers: {why}"),
-        payload: Some(Bytes::copy_from_slice(
-            message.payload().unwrap_or_default(),
-        )),
+    let headers = typed_headers(raw_headers(message)).map_err(|why| {
+        LogError::Corrupt(Damage::headers(
+            position,
+            format!("malformed Kafka headers: {why}"),
+            Bytes::copy_from_slice(message.payload().unwrap_or_default()),
+        ))
     })?;
     let millis = match message.timestamp() {
         Timestamp::CreateTime(ms) | Timestamp::LogAppendTime(ms) => ms,
