@@ -1,13 +1,13 @@
 //! One partition of a pool: read in order, handle each record, and flush
 //! (publish, then commit) in runs.
 //!
-//! A partition task polls from its group's committed offset, runs the steps of
-//! docs/runtime.md §4 on each record and gathers what they leave to publish.
-//! Replies of consecutive fast records go out together, but never wait for a
-//! slow handler: once the oldest of them has waited the flush interval while a
-//! handler runs, they are published and committed alongside it, so each reply
-//! goes out about as soon as its own handler finished, in order. See
-//! [`super::flush`] for how a run is published and committed.
+//! A partition task polls from its group's committed offset, runs the steps
+//! of docs/runtime.md §4 on each record and gathers what they leave to publish.
+//! Replies of consecutive fast records go out together, but never wait for
+//! a slow handler: once the oldest of them has waited the flush interval
+//! while a handler runs, they are published and committed alongside it, so
+//! each reply goes out about as soon as its own handler finished, in order.
+//! See [`super::flush`] for how a run is published and committed.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;

@@ -1,6 +1,6 @@
-//! The ten steps of docs/runtime.md §4 for one record, as a pure decision
-//! plus the handler call. What to publish comes back as an [`Outcome`]; the
-//! pool publishes it and commits.
+//! The ten steps of docs/runtime.md §4 for one record, as a pure decision plus the
+//! handler call. What to publish comes back as an [`Outcome`]; the pool
+//! publishes it and commits.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -486,11 +486,11 @@ impl Metadata {
     /// The bridge ids in `bridge_hops`, in order: the bridges this message
     /// passed through.
     ///
-    /// The value counts only in its pinned shape, an array of text
-    /// (docs/wire.md, "Pinned metadata keys"). Anything else (a lone text, a
-    /// number, an array holding a non-text item) reads as no hops, like any
-    /// pinned value one cannot use ([`check_pinned`](Self::check_pinned)), so
-    /// every bridge and every port reads one value the same way. The loop guard
+    /// The value counts only in its pinned shape, an array of text (docs/wire.md,
+    /// "Pinned metadata keys"). Anything else (a lone text, a number, an
+    /// array holding a non-text item) reads as no hops, like any pinned
+    /// value one cannot use ([`check_pinned`](Self::check_pinned)), so every
+    /// bridge and every port reads one value the same way. The loop guard
     /// still holds: the first bridge to append replaces such a value with a
     /// well-formed array, and from there on a loop is caught.
     ///

@@ -189,10 +189,10 @@ impl Rules<'_> {
     }
 }
 
-/// The validity matrix of docs/wire.md. Unconditional presence rules and caps
-/// run first, in declaration order; rules that depend on another field
-/// (sequence 0, `last`, status operation, stream terminal) run after, so an
-/// error always names the root cause.
+/// The validity matrix of docs/wire.md. Unconditional presence rules and caps run
+/// first, in declaration order; rules that depend on another field (sequence
+/// 0, `last`, status operation, stream terminal) run after, so an error
+/// always names the root cause.
 pub(crate) fn validate_envelope(env: &AgentEnvelope) -> Result<(), ValidationError> {
     let r = Rules { env };
     presence_and_caps(&r)?;
