@@ -1,4 +1,4 @@
-//! Asking: send a command and wait for its reply (runtime.md §5).
+//! Asking: send a command and wait for its reply (docs/runtime.md §5).
 //!
 //! A [`Requester`] registers a waiter for the command's correlation
 //! **before** sending, then reads the replies from the one partition of

@@ -1,4 +1,4 @@
-//! Chunk-stream reassembly, per channel (runtime.md §5).
+//! Chunk-stream reassembly, per channel (docs/runtime.md §5).
 //!
 //! Pure and deterministic: the reader passes each record of the channel in
 //! log order together with `now`, and gets back the chunks to apply and, once,

@@ -1,4 +1,4 @@
-//! The agent topology: one stream and its five topics (runtime.md §2).
+//! The agent topology: one stream and its five topics (docs/runtime.md §2).
 
 use crate::log::{Log, LogError, TopicInfo};
 
@@ -68,14 +68,14 @@ impl TopologyConfig {
         self
     }
 
-    /// The five topic names in the order of runtime.md §2.
+    /// The five topic names in the order of docs/runtime.md §2.
     pub fn topic_names(&self) -> [&str; 5] {
         let t = &self.topics;
         [&t.commands, &t.responses, &t.registry, &t.dlq, &t.snapshots]
     }
 
     /// Resolves each of the five topics with `find`, in the order of
-    /// runtime.md §2.
+    /// docs/runtime.md §2.
     async fn each(
         &self,
         mut find: impl AsyncFnMut(&str) -> Result<TopicInfo, LogError>,
@@ -127,7 +127,7 @@ pub struct Topology {
 }
 
 impl Topology {
-    /// All topics, in the order of runtime.md §2.
+    /// All topics, in the order of docs/runtime.md §2.
     pub fn all(&self) -> [&TopicInfo; 5] {
         [
             &self.commands,

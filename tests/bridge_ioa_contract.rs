@@ -1,6 +1,7 @@
-//! The REST surface of `agdx bridge ioa` against the reference server's
-//! contract, `../shared/ioa/openapi.json` (Swagger 2.0, read from there and
-//! never copied into the project): every path and method it lists is
+//! The REST surface of `agdx bridge ioa` against the IOA reference server's
+//! contract, its `openapi.json` (Swagger 2.0), read from the default path
+//! `../shared/ioa/openapi.json` relative to the repository root and never
+//! copied into the project: every path and method it lists is
 //! served, every query parameter and body field it lists is accepted, and
 //! every answer has the documented status and shape: no field the contract
 //! does not list, every field the reference always writes present, and
@@ -37,7 +38,7 @@ fn contract() -> Option<Value> {
             use std::io::Write;
             let _ = writeln!(
                 std::io::stderr(),
-                "ioa contract: skipped: cannot read {} ({error}); the IOA reference server's contract is read from there, beside the checkout, and is not part of the project",
+                "ioa contract: skipped: cannot read {} ({error}); the IOA reference server's contract (openapi.json) is read from that path and is not part of the project",
                 path.display()
             );
             None

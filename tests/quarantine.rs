@@ -1,4 +1,4 @@
-//! Operator-signed quarantine (runtime.md §6): a quarantine stops asks to
+//! Operator-signed quarantine (docs/runtime.md §6): a quarantine stops asks to
 //! the agent before they are sent and pauses its worker pool; lifting it
 //! resumes both. Facts that are unsigned, signed by an agent key or an
 //! expired operator key, re-published verbatim, or whose body names no

@@ -1,5 +1,5 @@
-//! A verifying worker (runtime.md §4 step 4) answers commands signed by an
-//! enrolled key and refuses the rest: unsigned, unknown key, forged,
+//! A verifying worker (docs/runtime.md §4 step 4) answers commands signed by
+//! an enrolled key and refuses the rest: unsigned, unknown key, forged,
 //! wrong principal, expired, revoked, context mismatch, each dead-lettered
 //! `rejected` and answered `unauthorized` naming the failed check. Keys are
 //! judged as of the record's log timestamp. On every backend.

@@ -1,7 +1,7 @@
 //! The trust commands as a person uses them: `agdx keys`, `agdx wire
-//! sign|verify`, and the README's walk-through (a verifying worker, signed
-//! asks, quarantine and its lift, `tail --verify`, `ask --verify`). On every
-//! backend.
+//! sign|verify`, and the walk-through of docs/trust.md (a verifying worker,
+//! signed asks, quarantine and its lift, `tail --verify`, `ask --verify`).
+//! On every backend.
 
 mod support;
 

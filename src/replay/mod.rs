@@ -1,4 +1,4 @@
-//! Replay: the log read back (runtime.md §7).
+//! Replay: the log read back (docs/runtime.md §7).
 //!
 //! The log is the single source of truth, so everything here is a reading
 //! of it, raw, with nothing synthetic added:

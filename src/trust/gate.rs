@@ -1,4 +1,4 @@
-//! Step 4 of a worker (runtime.md §4): the signature gate and the grants.
+//! Step 4 of a worker (docs/runtime.md §4): the signature gate and the grants.
 //!
 //! A command is admitted when it verifies against the worker's key
 //! registry (the key's principal is its `source`, valid at the record's log

@@ -2,7 +2,7 @@
 //! secret key file that holds a seed.
 //!
 //! The key id is the first 8 bytes of SHA-256 over the 32-byte verifying key
-//! (wire.md, "Signing"); it is what a signature carries to say which key
+//! (docs/wire.md, "Signing"); it is what a signature carries to say which key
 //! made it. Public keys are refused when they are not points of the curve or
 //! have small order ("weak" keys, for which a signature can verify for many
 //! messages), so every key the runtime holds can be checked strictly.

@@ -1,5 +1,5 @@
 //! Trust: Ed25519 signatures, the key registry, grants and operator-signed
-//! quarantine (runtime.md §6, wire.md "Signing").
+//! quarantine (docs/runtime.md §6, docs/wire.md "Signing").
 //!
 //! Agent-written fields are claims until verified, and routing does not
 //! grant access. This module is where claims become facts:

@@ -1,5 +1,5 @@
 //! Quarantine: operator-signed control facts and the fold that applies them
-//! (runtime.md §6).
+//! (docs/runtime.md §6).
 //!
 //! A control fact is a `status` record on `agent.registry` with operation
 //! `quarantine` or `unquarantine` whose body is the UTF-8 id of the agent

@@ -1,4 +1,4 @@
-//! Signing envelopes (wire.md, "Signing").
+//! Signing envelopes (docs/wire.md, "Signing").
 //!
 //! A [`Signer`] holds one Ed25519 secret key. It signs the envelope's
 //! signing input (`agdx.signature.v1`, the bound [`SignatureContext`] if

@@ -1,4 +1,4 @@
-//! Verifying signed records against the key registry (runtime.md §6).
+//! Verifying signed records against the key registry (docs/runtime.md §6).
 //!
 //! [`Verifier::verify`] decodes the record, takes the signature out,
 //! re-encodes the rest (byte-identical to what arrived, or it is refused),

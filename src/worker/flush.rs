@@ -1,4 +1,4 @@
-//! Steps 9 and 10 of runtime.md §4 for a run of records: publish their
+//! Steps 9 and 10 of docs/runtime.md §4 for a run of records: publish their
 //! replies and dead letters, and only then commit the run's last offset,
 //! through [`Log::append_and_commit`](crate::log::Log::append_and_commit):
 //! one transaction on the embedded log, appends then the commit elsewhere.

@@ -1,4 +1,4 @@
-//! Calling a handler (step 8 of runtime.md §4): retryable failures are
+//! Calling a handler (step 8 of docs/runtime.md §4): retryable failures are
 //! tried again with backoff and jitter, and a handler that panics fails
 //! that one call, not the pool.
 //!

@@ -1,5 +1,5 @@
 //! Worker pools: consumer-group members that handle commands and commit
-//! only after the reply is on the log (runtime.md §4).
+//! only after the reply is on the log (docs/runtime.md §4).
 //!
 //! A [`Worker`] joins the consumer group of its agent on `agent.commands`.
 //! Each partition it owns is read in order by one task; different partitions

@@ -2,7 +2,7 @@
 //! (publish, then commit) in runs.
 //!
 //! A partition task polls from its group's committed offset, runs the steps
-//! of runtime.md §4 on each record and gathers what they leave to publish.
+//! of docs/runtime.md §4 on each record and gathers what they leave to publish.
 //! Replies of consecutive fast records go out together, but never wait for
 //! a slow handler: once the oldest of them has waited the flush interval
 //! while a handler runs, they are published and committed alongside it, so

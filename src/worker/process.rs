@@ -1,4 +1,4 @@
-//! The ten steps of runtime.md §4 for one record, as a pure decision plus the
+//! The ten steps of docs/runtime.md §4 for one record, as a pure decision plus the
 //! handler call. What to publish comes back as an [`Outcome`]; the pool
 //! publishes it and commits.
 

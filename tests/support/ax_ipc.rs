@@ -1,6 +1,6 @@
-//! An AX-style IPC client of the tests' own, written from the ax-ipc seed
-//! and the AX client's documented behaviour (not from the bridge's code):
-//! 4-byte big-endian length frames of UTF-8 JSON; every call gets a
+//! An AX-style IPC client of the tests' own, written from the AX IPC
+//! protocol and the AX client's documented behaviour (not from the bridge's
+//! code): 4-byte big-endian length frames of UTF-8 JSON; every call gets a
 //! `_msgId` (a counter, as text) and the session context fields; answers
 //! are matched to calls by `_msgId`, so several calls can wait on one
 //! connection; a heartbeat `{"_heartbeat":true,...}` for a call restarts

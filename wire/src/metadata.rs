@@ -486,7 +486,7 @@ impl Metadata {
     /// The bridge ids in `bridge_hops`, in order: the bridges this message
     /// passed through.
     ///
-    /// The value counts only in its pinned shape, an array of text (wire.md,
+    /// The value counts only in its pinned shape, an array of text (docs/wire.md,
     /// "Pinned metadata keys"). Anything else (a lone text, a number, an
     /// array holding a non-text item) reads as no hops, like any pinned
     /// value one cannot use ([`check_pinned`](Self::check_pinned)), so every
@@ -544,7 +544,7 @@ impl Metadata {
         value.as_array()
     }
 
-    /// The envelope metadata caps (wire.md), and nothing else.
+    /// The envelope metadata caps (docs/wire.md), and nothing else.
     pub(crate) fn check_envelope_rules(&self) -> Result<(), Problem> {
         self.check_shape()?;
         if self.0.len() > METADATA_MAX_ENTRIES {

@@ -189,7 +189,7 @@ impl Rules<'_> {
     }
 }
 
-/// The validity matrix of wire.md. Unconditional presence rules and caps run
+/// The validity matrix of docs/wire.md. Unconditional presence rules and caps run
 /// first, in declaration order; rules that depend on another field (sequence
 /// 0, `last`, status operation, stream terminal) run after, so an error
 /// always names the root cause.

@@ -1,5 +1,5 @@
-//! The validity matrix of wire.md, restated here as data independent of the
-//! implementation: random field combinations must be accepted by
+//! The validity matrix of docs/wire.md, restated here as data independent of
+//! the implementation: random field combinations must be accepted by
 //! `validate` exactly when they satisfy this table.
 
 use agdx_wire::*;
@@ -400,9 +400,8 @@ fn status(operation: StatusOperation, body: &[u8]) -> AgentEnvelope {
     e
 }
 
-/// wire.md: "the validator puts no constraint on a status body (any body, or
-/// none, is valid)"; a peer's bodyless card must not be refused or
-/// dead-lettered.
+/// docs/wire.md: "validation accepts any status body, or none"; a peer's
+/// bodyless card must not be refused or dead-lettered.
 #[test]
 fn a_status_body_is_unconstrained_whatever_the_operation() {
     let card = AgentCard::default().encode();
@@ -487,7 +486,7 @@ fn pinned_metadata_values_are_not_checked_by_validate() {
     assert_eq!(fine.check_pinned(), Ok(()));
 }
 
-/// Every cap of wire.md, from both sides: the cap itself is accepted, one
+/// Every cap of docs/wire.md, from both sides: the cap itself is accepted, one
 /// more is refused (no stricter, no looser).
 #[test]
 fn caps_are_exact() {

@@ -32,8 +32,8 @@
 //! `after` + `limit` windows. `listen` streams Server-Sent Events that resume
 //! from `Last-Event-ID` without losing or repeating a message. The REST
 //! surface, its errors (`{"detail": ...}` with 401/403/404/422) and the
-//! three MCP tools at `/mcp` follow the reference server; the README's
-//! "Edges" section lists where this bridge differs and why.
+//! three MCP tools at `/mcp` follow the reference server;
+//! docs/bridge-ioa.md lists where this bridge differs and why.
 //!
 //! ```no_run
 //! # async fn demo(log: agdx::log::SharedLog, topology: agdx::Topology) -> Result<(), Box<dyn std::error::Error>> {

@@ -5,9 +5,9 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-/// The peer corpus directory: `AGDX_PEER_FIXTURES`, else
-/// `<workspace>/../shared/peer-fixtures`. `None` (after printing one line
-/// saying where it looked) when absent.
+/// The reference corpus directory: `AGDX_PEER_FIXTURES`, else the default,
+/// `../shared/peer-fixtures` relative to the repository root. `None` (after
+/// printing one line saying where it looked) when absent.
 pub fn peer_dir() -> Option<PathBuf> {
     let dir = match std::env::var_os("AGDX_PEER_FIXTURES") {
         Some(d) => PathBuf::from(d),
