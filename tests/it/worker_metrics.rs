@@ -1,0 +1,89 @@
+//! `agdx worker --metrics ADDR` serves the pool's counters and latencies in
+//! the Prometheus text format. On every backend.
+
+use crate::support;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use support::eventually;
+use support::fabric::{on_every_fabric, terminate};
+
+/// The body of `GET /metrics` on `addr`, when it answers.
+async fn scrape(addr: &str) -> Option<String> {
+    let mut stream = tokio::net::TcpStream::connect(addr).await.ok()?;
+    let request = format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.ok()?;
+    response.starts_with("HTTP/1.1 200").then_some(response)
+}
+
+fn free_address() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+    listener.local_addr().expect("its address").to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_serves_its_metrics_in_prometheus_text() {
+    on_every_fabric("metrics", |fabric| async move {
+        let addr = free_address();
+        let mut worker = fabric.spawn_worker_process(&[
+            "--agent",
+            "tool",
+            "--exec",
+            "cat",
+            "--operation",
+            "copy",
+            "--metrics",
+            &addr,
+        ]);
+        let (code, _, stderr) = fabric
+            .run_agdx(&[
+                "ask",
+                "--to",
+                "tool",
+                "--operation",
+                "copy",
+                "--timeout",
+                "20s",
+                "x",
+            ])
+            .await;
+        assert_eq!(code, 0, "{stderr}");
+        let (code, _, _) = fabric
+            .run_agdx(&[
+                "ask",
+                "--to",
+                "tool",
+                "--operation",
+                "nope",
+                "--timeout",
+                "20s",
+                "x",
+            ])
+            .await;
+        assert_eq!(code, 3);
+        // The reply is on the log a moment before its outcome is counted.
+        let text = eventually("the metrics", || async {
+            scrape(&addr).await.filter(|t| {
+                t.contains("agdx_worker_commit_lag") && t.contains("outcome=\"unsupported\"")
+            })
+        })
+        .await;
+        assert!(
+            text.contains("agdx_worker_records_total{agent=\"tool\",outcome=\"handled\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("agdx_worker_records_total{agent=\"tool\",outcome=\"unsupported\"} 1"),
+            "{text}"
+        );
+        assert!(text.contains("agdx_worker_handler_seconds"), "{text}");
+        assert!(
+            text.contains("agdx_worker_commit_lag{agent=\"tool\",partition=\""),
+            "{text}"
+        );
+        terminate(&mut worker).await;
+    })
+    .await;
+}
