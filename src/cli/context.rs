@@ -114,13 +114,9 @@ impl Global {
     /// Opens the log, connecting within [`Global::connect_limit`].
     pub async fn open(&self) -> Result<SharedLog, Failure> {
         let spec = self.spec()?;
-        spec.open_within(self.connect_limit).await.map_err(|error| match error {
-            LogError::Damaged { .. } => Failure::with_code(
-                format!("{error}; `agdx check --log {spec}` names everything damaged"),
-                EXIT_DAMAGED,
-            ),
-            other => other.into(),
-        })
+        spec.open_within(self.connect_limit)
+            .await
+            .map_err(|error| open_failure(&spec, error))
     }
 
     /// Opens the log and the agent topology, creating what is missing, so a
@@ -135,7 +131,8 @@ impl Global {
     /// e.g. `agdx tail`): an embedded log that does not exist is refused,
     /// naming where it was looked for, instead of being created empty.
     pub async fn read_topology(&self, what: &str) -> Result<(SharedLog, Topology), Failure> {
-        let log = match self.spec()?.open_existing(self.connect_limit).await {
+        let spec = self.spec()?;
+        let log = match spec.open_existing(self.connect_limit).await {
             Ok(log) => log,
             Err(ref error @ LogError::NoLog { ref path, .. }) => {
                 return Err(Failure::new(format!(
@@ -143,7 +140,7 @@ impl Global {
                     path.display()
                 )));
             }
-            Err(error) => return Err(error.into()),
+            Err(error) => return Err(open_failure(&spec, error)),
         };
         let topology = TopologyConfig::new(&self.stream).open(log.as_ref()).await?;
         Ok((log, topology))
@@ -267,5 +264,17 @@ fn registry_failure(error: RegistryError) -> Failure {
             ))
         }
         _ => Failure::new(error),
+    }
+}
+
+/// A log that would not open, with what to do about it: a damaged one exits
+/// [`EXIT_DAMAGED`] and points at `agdx check`.
+fn open_failure(spec: &LogSpec, error: LogError) -> Failure {
+    match error {
+        LogError::Damaged { .. } => Failure::with_code(
+            format!("{error}; `agdx check --log {spec}` names everything damaged"),
+            EXIT_DAMAGED,
+        ),
+        other => other.into(),
     }
 }

@@ -57,8 +57,8 @@ const PARTITIONS: u32 = 4;
 /// Three brokers on one database behind one balancer, or why not.
 async fn cluster(pg: &Postgres) -> Result<(Vec<TansuBroker>, Balancer), String> {
     let binary = tansu_binary()?;
-    let schema =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/it/support/tansu/postgres-schema.sql");
+    let schema = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/it/support/tansu/postgres-schema.sql");
     pg.load(&schema)?;
     let ports = (0..3)
         .map(|_| support::free_port())
