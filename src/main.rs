@@ -17,7 +17,11 @@ fn main() -> ExitCode {
     let directives = std::env::var("AGDX_LOG_LEVEL")
         .ok()
         .filter(|d| EnvFilter::try_new(d).is_ok())
-        .unwrap_or_else(|| "warn".to_owned());
+        // The Iggy client logs each failed or cancelled request at error
+        // level, also when it closes; every failure that matters reaches the
+        // user as the command's own error, so by default its log is off
+        // (`AGDX_LOG_LEVEL=iggy=debug` shows it).
+        .unwrap_or_else(|| "warn,iggy=off".to_owned());
     let (filter, handle) = reload::Layer::new(EnvFilter::new(&directives));
     tracing_subscriber::registry()
         .with(filter)
