@@ -51,6 +51,7 @@ use crate::claim_check::{ClaimCheckError, resolve_body};
 use crate::clock::{SharedClock, system_clock};
 use crate::log::{DEFAULT_POLL_WAIT, LogError, SharedLog, TopicInfo};
 use crate::producer::{CommandRequest, ProduceError, Producer, Sent};
+use crate::routing::partition_of;
 use crate::reassembly::{StreamAssembler, StreamCounters, StreamEnd, StreamEvent, error_of};
 use crate::record::{content_type_of, envelope_of};
 use crate::trust::Verifier;
@@ -309,7 +310,7 @@ impl Requester {
         let operation = request.operation.clone().unwrap_or_default();
         let (outgoing, correlation) = self.producer.build_command(request);
         let responses = self.producer.topology().responses.clone();
-        let partition = Producer::partition_of(&responses, outgoing.envelope.conversation);
+        let partition = partition_of(&responses, outgoing.envelope.conversation);
         let (tx, rx) = mpsc::unbounded_channel();
         self.waiters.insert(
             correlation,

@@ -28,12 +28,10 @@ mod error;
 mod headers;
 pub mod iggy;
 pub mod kafka;
-mod partition;
 mod spec;
 
 pub use damage::Damage;
 pub use error::LogError;
-pub use partition::partition_for_key;
 pub use spec::{DEFAULT_LOG, LogSpec, LogSpecError};
 
 /// A resolved topic: names and the numeric ids the log gave them.
@@ -55,7 +53,8 @@ pub struct TopicInfo {
 
 impl TopicInfo {
     /// Refuses a topic without partitions (another Iggy client can make
-    /// one): nothing could be appended to it, and [`partition_for_key`]
+    /// one): nothing could be appended to it, and
+    /// [`partition_for_key`](crate::routing::partition_for_key)
     /// needs at least one partition.
     pub(crate) fn check_has_partitions(&self) -> Result<(), LogError> {
         if self.partitions == 0 {

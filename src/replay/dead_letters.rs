@@ -20,6 +20,7 @@ use agdx_wire::{
 use crate::ids::new_record_id;
 use crate::log::{LogError, OutgoingRecord, SharedLog};
 use crate::producer::{Outgoing, Producer};
+use crate::routing::partition_of;
 use crate::topology::Topology;
 
 use super::reader::{ReplayError, ReplayItem, ReplayRecord, topic_of};
@@ -188,7 +189,7 @@ pub async fn redrive(
     let topology = producer.topology();
     let topic = topic_of(topology, capsule.source)?;
     let partition = match &entry.original {
-        Some(original) => Producer::partition_of(topic, original.conversation),
+        Some(original) => partition_of(topic, original.conversation),
         None => capsule.source.partition % topic.partitions.max(1),
     };
     let record = OutgoingRecord {

@@ -41,7 +41,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::log::{Damage, LogError, SharedLog, TopicInfo};
-use crate::producer::Producer;
+use crate::routing::partition_of;
 use crate::record::capsule_record;
 use crate::topology::Topology;
 
@@ -167,7 +167,7 @@ impl<F: Fold> Folded<F> {
         conversation: ConversationId,
         resumed: Option<(F::State, u64)>,
     ) -> Self {
-        let partition = Producer::partition_of(&topic, conversation);
+        let partition = partition_of(&topic, conversation);
         let (state, as_of) = match resumed {
             Some((state, as_of)) => (state, Some(as_of)),
             None => (F::State::default(), None),
@@ -253,7 +253,7 @@ impl<F: Fold> Folded<F> {
             return Ok(None);
         };
         let topic = &self.topology.snapshots;
-        let partition = Producer::partition_of(topic, snapshot.conversation);
+        let partition = partition_of(topic, snapshot.conversation);
         self.log
             .append(topic, partition, vec![capsule_record(snapshot.encode())])
             .await?;
@@ -270,8 +270,8 @@ async fn latest_snapshot(
     fold: &str,
     topic: &TopicInfo,
 ) -> Result<Option<(Vec<u8>, u64)>, ReplayError> {
-    let folded_partition = Producer::partition_of(topic, conversation);
-    let partition = Producer::partition_of(snapshots, conversation);
+    let folded_partition = partition_of(topic, conversation);
+    let partition = partition_of(snapshots, conversation);
     let Some(last) = log.last_offset(snapshots, partition).await? else {
         return Ok(None);
     };

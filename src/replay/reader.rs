@@ -9,7 +9,7 @@ use agdx_wire::{
 use bytes::Bytes;
 
 use crate::log::{Damage, LogError, LogRecord, SharedLog, TopicInfo};
-use crate::producer::Producer;
+use crate::routing::partition_of;
 use crate::record::content_type_of;
 use crate::topology::Topology;
 
@@ -214,7 +214,7 @@ impl Replay {
         let cursors = topics
             .into_iter()
             .map(|topic| Cursor {
-                partition: Producer::partition_of(&topic, conversation),
+                partition: partition_of(&topic, conversation),
                 topic,
                 next: 0,
             })

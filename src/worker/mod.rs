@@ -51,6 +51,7 @@ use crate::log::LogError;
 use crate::retry::RetryPolicy;
 use crate::trust::{Grants, Pause, Verifier};
 
+mod context;
 mod exec;
 mod flush;
 mod handler;
@@ -66,7 +67,8 @@ pub use handler::{
     EchoHandler, FnHandler, Handler, HandlerError, HandlerReply, Request, handler_fn,
 };
 pub use heartbeat::DEFAULT_PROGRESS_INTERVAL;
-use partition::{PartitionContext, partition_loop};
+use context::PartitionContext;
+use partition::partition_loop;
 use process::{Disposition, Handlers, Processor};
 use tasks::PartitionTasks;
 

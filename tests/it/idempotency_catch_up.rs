@@ -102,7 +102,7 @@ impl Log for StalledPartition {
 fn conversation_in(fabric: &Fabric, partition: u32) -> ConversationId {
     loop {
         let conversation = agdx::new_conversation_id();
-        if Producer::partition_of(&fabric.topology.responses, conversation) == partition {
+        if agdx::routing::partition_of(&fabric.topology.responses, conversation) == partition {
             return conversation;
         }
     }

@@ -5,7 +5,8 @@ use crate::support;
 
 use std::time::Duration;
 
-use agdx::log::{LogError, OutgoingRecord, SharedLog, TopicInfo, partition_for_key};
+use agdx::log::{LogError, OutgoingRecord, SharedLog, TopicInfo};
+use agdx::routing::partition_for_key;
 use agdx::wire::{HeaderKind, HeaderValue, Headers};
 use support::{Subject, drain, eventually, on_every_backend, record, texts, wait_for_split};
 

@@ -13,7 +13,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use agdx::log::{GroupMember, LogError, OutgoingRecord, SharedLog, TopicInfo, partition_for_key};
+use agdx::log::{GroupMember, LogError, OutgoingRecord, SharedLog, TopicInfo};
+use agdx::routing::partition_for_key;
 use agdx::wire::HeaderValue;
 use iggy::prelude::{
     Client, CompressionAlgorithm, Consumer, ConsumerGroupClient, HeaderKey, IggyClient, IggyExpiry,

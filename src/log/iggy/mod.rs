@@ -17,7 +17,7 @@
 //! - **Partitions** are Iggy's, numbered from 0. An append goes to one
 //!   explicit partition in one request. Iggy's own choice for a message key
 //!   (`xxhash32(seed 0, key) % partitions`) is what
-//!   [`crate::log::partition_for_key`] computes, so records partitioned here
+//!   [`crate::routing::partition_for_key`] computes, so records partitioned here
 //!   by key land where any Iggy client sending with that key would put them.
 //! - **Records** are Iggy messages: the payload is the message payload, the
 //!   headers are typed user headers (kept in order), the offset is Iggy's

@@ -19,7 +19,7 @@
 //!   partitions asked for and the broker's replication unless the
 //!   connection string sets `replication`.
 //! - **Partitions** are Kafka's, numbered from 0, and every append names
-//!   one: [`crate::log::partition_for_key`] chooses it exactly as on Iggy,
+//!   one: [`crate::routing::partition_for_key`] chooses it exactly as on Iggy,
 //!   so a conversation lands in the same partition number on every backend.
 //! - **Records** are Kafka records: the payload is the value, the offset is
 //!   Kafka's (both count from 0), the timestamp Kafka's in milliseconds
