@@ -360,17 +360,11 @@ impl Log for KafkaLog {
         partition: u32,
         records: Vec<OutgoingRecord>,
     ) -> Result<(), LogError> {
-        topic.check_partition(partition)?;
-        if records.is_empty() {
-            return Err(LogError::InvalidInput(
-                "an append needs at least one record; the batch is empty".into(),
-            ));
-        }
-        let mut headers = Vec::with_capacity(records.len());
-        for record in &records {
-            records::check_record(record, self.target.max_record_bytes)?;
-            headers.push(kafka_headers(&record.headers)?);
-        }
+        super::check_append(topic, partition, &records, self.target.max_record_bytes)?;
+        let headers = records
+            .iter()
+            .map(|record| kafka_headers(&record.headers))
+            .collect::<Result<Vec<_>, _>>()?;
         let name = self.existing(topic).await?;
         let p = kafka_partition(partition);
         let mut deliveries = Vec::with_capacity(records.len());
@@ -434,8 +428,7 @@ impl Log for KafkaLog {
         max: u32,
         wait: Duration,
     ) -> Result<Vec<LogRecord>, LogError> {
-        super::check_poll_max(max)?;
-        topic.check_partition(partition)?;
+        super::check_poll(topic, partition, max)?;
         let name = self.existing(topic).await?;
         self.reader
             .poll(topic, &name, partition, from, max, wait)
