@@ -21,6 +21,10 @@
 //!   work with agents on the log (AXON, AX IPC, an IOA server).
 //! - [`trust`]: Ed25519 signing and verification, the key registry, grants
 //!   and operator-signed quarantine.
+//! - [`routing`]: where records go: the partition of a conversation and
+//!   the conversations derived from keys and agent names.
+//! - `testing` (feature `testing`): a handler test kit, an in-memory log
+//!   and the log conformance suite.
 //!
 //! Time enters through a [`Clock`], so deadline logic is testable without
 //! sleeping ([`ManualClock`]).
@@ -47,6 +51,8 @@ pub mod replay;
 mod retry;
 pub mod routing;
 mod sqlite;
+#[cfg(feature = "testing")]
+pub mod testing;
 mod topology;
 pub mod trust;
 pub mod worker;

@@ -67,6 +67,8 @@ pub use handler::{
     EchoHandler, FnHandler, Handler, HandlerError, HandlerReply, Request, handler_fn,
 };
 pub use heartbeat::DEFAULT_PROGRESS_INTERVAL;
+#[cfg(feature = "testing")]
+pub(crate) use invoke::panic_message;
 use context::PartitionContext;
 use partition::partition_loop;
 use process::{Disposition, Handlers, Processor};
