@@ -51,6 +51,7 @@ use crate::log::LogError;
 use crate::retry::RetryPolicy;
 use crate::trust::{Grants, Pause, Verifier};
 
+mod admission;
 mod context;
 mod exec;
 mod flush;
@@ -62,6 +63,8 @@ mod process;
 mod process_group;
 mod tasks;
 
+use admission::Handlers;
+use context::PartitionContext;
 pub use exec::{EXIT_RETRYABLE, ExecHandler};
 pub use handler::{
     EchoHandler, FnHandler, Handler, HandlerError, HandlerReply, Request, handler_fn,
@@ -69,9 +72,8 @@ pub use handler::{
 pub use heartbeat::DEFAULT_PROGRESS_INTERVAL;
 #[cfg(feature = "testing")]
 pub(crate) use invoke::panic_message;
-use context::PartitionContext;
 use partition::partition_loop;
-use process::{Disposition, Handlers, Processor};
+use process::{Disposition, Processor};
 use tasks::PartitionTasks;
 
 /// How a worker pool behaves.
