@@ -51,9 +51,9 @@ use crate::claim_check::{ClaimCheckError, resolve_body};
 use crate::clock::{SharedClock, system_clock};
 use crate::log::{DEFAULT_POLL_WAIT, LogError, SharedLog, TopicInfo};
 use crate::producer::{CommandRequest, ProduceError, Producer, Sent};
-use crate::routing::partition_of;
 use crate::reassembly::{StreamAssembler, StreamCounters, StreamEnd, StreamEvent, error_of};
 use crate::record::{content_type_of, envelope_of};
+use crate::routing::partition_of;
 use crate::trust::Verifier;
 
 /// Why an ask did not produce an answer.

@@ -20,8 +20,8 @@ use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
 use agdx_wire::{
-    AgentCard, AgentEnvelope, AgentId, CapabilityDescriptor, ContentType, Kind,
-    Metadata, StatusOperation,
+    AgentCard, AgentEnvelope, AgentId, CapabilityDescriptor, ContentType, Kind, Metadata,
+    StatusOperation,
 };
 use tokio_util::sync::CancellationToken;
 

@@ -108,5 +108,4 @@ mod tests {
         assert_eq!(partition_for_key(b"01J0Y1ZAG00000000000000002", 8), 1);
         assert_eq!(partition_for_key(b"01HZX3V5M8Q4R7T2W9YBCDEFGH", 8), 2);
     }
-
 }

@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::{Append, GroupMember, Log, LogError, LogRecord, OffsetCommit, OutgoingRecord, TopicInfo};
+use super::{
+    Append, GroupMember, Log, LogError, LogRecord, OffsetCommit, OutgoingRecord, TopicInfo,
+};
 
 /// A log made by wrapping another ([`LogDecorator::inner`]): each method
 /// forwards to the inner log unless the decorator overrides it, and every
@@ -323,7 +325,13 @@ mod tests {
             self.note("join_group");
             Err(refused())
         }
-        async fn store_offset(&self, _: &TopicInfo, _: &str, _: u32, _: u64) -> Result<(), LogError> {
+        async fn store_offset(
+            &self,
+            _: &TopicInfo,
+            _: &str,
+            _: u32,
+            _: u64,
+        ) -> Result<(), LogError> {
             self.note("store_offset");
             Ok(())
         }

@@ -96,14 +96,20 @@ mod tests {
     #[test]
     fn an_append_names_the_record_it_refuses() {
         assert!(refusal(&[]).contains("the batch is empty"));
-        assert!(refusal(&[record(b"a"), record(b"")]).starts_with("record 1 of the batch has an empty payload"));
+        assert!(
+            refusal(&[record(b"a"), record(b"")])
+                .starts_with("record 1 of the batch has an empty payload")
+        );
         let mut twice = record(b"a");
         twice.headers = vec![
             ("k".into(), HeaderValue::u8(1)),
             ("k".into(), HeaderValue::u8(2)),
         ];
         let why = refusal(&[record(b"a"), record(b"b"), twice]);
-        assert!(why.starts_with("record 2 of the batch: header 'k' appears twice"), "{why}");
+        assert!(
+            why.starts_with("record 2 of the batch: header 'k' appears twice"),
+            "{why}"
+        );
     }
 
     #[test]
@@ -126,7 +132,9 @@ mod tests {
     #[test]
     fn a_poll_asks_for_a_record_of_a_partition_there_is() {
         check_poll(&topic(), 1, 1).unwrap();
-        assert!(matches!(check_poll(&topic(), 0, 0), Err(LogError::InvalidInput(why)) if why.contains("at least 1")));
+        assert!(
+            matches!(check_poll(&topic(), 0, 0), Err(LogError::InvalidInput(why)) if why.contains("at least 1"))
+        );
         assert!(matches!(
             check_poll(&topic(), 2, 1),
             Err(LogError::NoSuchPartition { partition: 2, .. })

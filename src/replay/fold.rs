@@ -41,8 +41,8 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::log::{Damage, LogError, SharedLog, TopicInfo};
-use crate::routing::partition_of;
 use crate::record::capsule_record;
+use crate::routing::partition_of;
 use crate::topology::Topology;
 
 use super::reader::{Replay, ReplayError, ReplayRecord};

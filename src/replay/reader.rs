@@ -9,8 +9,8 @@ use agdx_wire::{
 use bytes::Bytes;
 
 use crate::log::{Damage, LogError, LogRecord, SharedLog, TopicInfo};
-use crate::routing::partition_of;
 use crate::record::content_type_of;
+use crate::routing::partition_of;
 use crate::topology::Topology;
 
 /// Records one poll of one partition asks for.

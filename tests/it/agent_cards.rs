@@ -8,8 +8,8 @@ use crate::support;
 use std::time::Duration;
 
 use agdx::cards::{ANY_OPERATION, LiveAgents, WorkerSeen, worker_seen};
-use agdx::routing::card_conversation;
 use agdx::log::OutgoingRecord;
+use agdx::routing::card_conversation;
 use agdx::wire::{AgentEnvelope, ContentType, StatusOperation, record_headers};
 use agdx::worker::{EchoHandler, WorkerConfig};
 use agdx::{Clock, SystemClock, system_clock};

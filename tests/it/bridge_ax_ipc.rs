@@ -106,9 +106,9 @@ async fn concurrent_calls_on_one_connection_each_get_their_own_answer() {
         for n in 0.. {
             let session = format!("session-{n}");
             let partition = agdx::routing::partition_of(commands, session_conversation(&session));
-            let taken = sessions
-                .iter()
-                .any(|s| agdx::routing::partition_of(commands, session_conversation(s)) == partition);
+            let taken = sessions.iter().any(|s| {
+                agdx::routing::partition_of(commands, session_conversation(s)) == partition
+            });
             if !taken {
                 sessions.push(session);
             }

@@ -20,7 +20,6 @@
 use agdx_wire::{HeaderKind, HeaderValue, Headers};
 use xxhash_rust::xxh3::Xxh3Default;
 
-
 /// Iggy's code for a header kind.
 fn kind_code(kind: HeaderKind) -> u8 {
     match kind {

@@ -604,9 +604,13 @@ pub async fn append_and_commit_is_all_or_nothing(Subject { log, stream, .. }: Su
         .ensure_topic(&stream, "letters", 1)
         .await
         .expect("ensure_topic");
-    log.append(&commands, 1, (0..3).map(|n| record(format!("c{n}"))).collect())
-        .await
-        .expect("append commands");
+    log.append(
+        &commands,
+        1,
+        (0..3).map(|n| record(format!("c{n}"))).collect(),
+    )
+    .await
+    .expect("append commands");
     let group = "workers";
     let member = log.join_group(&commands, group).await.expect("join");
     eventually("the only member to own every partition", || async {
@@ -679,7 +683,10 @@ pub async fn append_and_commit_is_all_or_nothing(Subject { log, stream, .. }: Su
         .append_and_commit(vec![batch(&replies, 2, &["r5"])], commit(1, 2))
         .await;
     assert!(
-        matches!(no_partition, Err(LogError::NoSuchPartition { partition: 2, .. })),
+        matches!(
+            no_partition,
+            Err(LogError::NoSuchPartition { partition: 2, .. })
+        ),
         "a batch for a partition the topic lacks: {no_partition:?}"
     );
     let no_commit_partition = log

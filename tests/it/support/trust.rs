@@ -107,4 +107,3 @@ pub async fn record_with_id(
     })
     .await
 }
-
