@@ -117,7 +117,7 @@ fn timeout_message(
 ) -> String {
     let Some(agent) = target else {
         return format!(
-            "no reply to operation '{operation}' (correlation {correlation}) within {waited:?} on {log}; the command named no agent (--to), is any worker running on this log?"
+            "no reply to operation '{operation}' (correlation {correlation}) within {waited:?} on {log}; the command named no agent: is any worker running on this log?"
         );
     };
     let head = format!(
@@ -128,7 +128,7 @@ fn timeout_message(
             format!("{head}; is a worker for '{agent}' running on this log?")
         }
         WorkerSeen::Live { .. } => format!(
-            "{head}; a worker for '{agent}' is live (its card is fresh) but did not answer in time: it may be busy with earlier commands of this conversation; wait longer (--timeout) or look at `agdx timeline`"
+            "{head}; a worker for '{agent}' is live (its card is fresh) but did not answer in time: it may be busy with earlier commands of this conversation; wait longer, or look at the conversation's timeline"
         ),
         WorkerSeen::Gone { .. } => format!(
             "{head}; no worker for '{agent}' is live (workers were seen, but left or their cards expired); the command waits on the log"

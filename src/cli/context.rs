@@ -55,9 +55,11 @@ impl Failure {
     }
 }
 
-impl<E: std::error::Error> From<E> for Failure {
+/// A library error, with the command line's advice for it
+/// ([`super::advice`]).
+impl<E: std::error::Error + 'static> From<E> for Failure {
     fn from(error: E) -> Self {
-        Failure::new(error)
+        Failure::new(super::advice::explain(&error))
     }
 }
 
@@ -114,13 +116,15 @@ impl Global {
     /// Opens the log, connecting within [`Global::connect_limit`].
     pub async fn open(&self) -> Result<SharedLog, Failure> {
         let spec = self.spec()?;
-        spec.open_within(self.connect_limit).await.map_err(|error| match error {
-            LogError::Damaged { .. } => Failure::with_code(
-                format!("{error}; `agdx check --log {spec}` names everything damaged"),
-                EXIT_DAMAGED,
-            ),
-            other => other.into(),
-        })
+        spec.open_within(self.connect_limit)
+            .await
+            .map_err(|error| match error {
+                LogError::Damaged { .. } => Failure::with_code(
+                    format!("{error}; `agdx check --log {spec}` names everything damaged"),
+                    EXIT_DAMAGED,
+                ),
+                other => other.into(),
+            })
     }
 
     /// Opens the log and the agent topology, creating what is missing, so a
@@ -266,6 +270,6 @@ fn registry_failure(error: RegistryError) -> Failure {
                 "{error}; create it with `agdx keys generate --registry FILE ...`"
             ))
         }
-        _ => Failure::new(error),
+        _ => error.into(),
     }
 }

@@ -111,7 +111,7 @@ pub enum StoreError {
     },
     /// The file was written by a newer agdx.
     #[error(
-        "processed-key store {path} was written by a newer agdx (format {version}); run that agdx, or give this worker another --state-dir"
+        "processed-key store {path} was written by a newer agdx (format {version}); run that agdx, or give this worker another state directory"
     )]
     Newer {
         /// The database file.

@@ -160,7 +160,7 @@ pub async fn dead_letter(
         .find(|e| e.position == position)
         .ok_or_else(|| {
             ReplayError::NotFound(format!(
-                "no dead letter at {position}; `agdx dlq list` shows the ids"
+                "no dead letter at {position}; dead_letters lists them"
             ))
         })
 }

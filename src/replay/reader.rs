@@ -27,7 +27,7 @@ pub enum ReplayError {
     NotFound(String),
     /// A position names a stream or topic this topology does not have.
     #[error(
-        "position {position} is not in stream '{stream}' (stream id {stream_id}) or not in one of its agent topics; use a position printed by this log, or --stream to name its stream"
+        "position {position} is not in stream '{stream}' (stream id {stream_id}) or not in one of its agent topics; use a position printed by this log, or read the stream it is in"
     )]
     ForeignPosition {
         /// The position given.

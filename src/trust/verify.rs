@@ -105,7 +105,7 @@ pub enum VerifyError {
     )]
     NonCanonical,
     /// No signature.
-    #[error("the record is unsigned; sign it with an enrolled key (`--key KEYFILE`)")]
+    #[error("the record is unsigned; sign it with an enrolled key")]
     Unsigned,
     /// A signature scheme other than Ed25519.
     #[error(

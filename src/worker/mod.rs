@@ -166,7 +166,7 @@ pub enum WorkerError {
     /// Grants were given without a verifier: a principal is only known
     /// once its signature verified.
     #[error(
-        "grants need a verifier: a command's principal is known only once its signature verified; set WorkerConfig::verifier (agdx worker --verify) too"
+        "grants need a verifier: a command's principal is known only once its signature verified; set WorkerConfig::verifier too"
     )]
     GrantsWithoutVerifier,
 }

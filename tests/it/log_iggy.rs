@@ -339,7 +339,11 @@ async fn a_topic_without_partitions_is_refused() {
         .unwrap_err();
     assert!(matches!(err, LogError::NoPartitions { .. }), "{err}");
     assert!(!err.is_retryable());
-    assert!(err.to_string().contains("iggy partition create"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("add as many partitions as the stream's other topics have"),
+        "{err}"
+    );
     client.shutdown().await.unwrap();
 }
 
