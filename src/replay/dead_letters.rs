@@ -201,7 +201,7 @@ pub async fn redrive(
         capsule: entry.position.to_string(),
         forced: force && !entry.redrives.is_empty(),
     };
-    let body = serde_json::to_vec(&mark).map_err(|e| ReplayError::State(e.to_string()))?;
+    let body = serde_json::to_vec(&mark).map_err(|e| ReplayError::State(Box::new(e)))?;
     let conversation = entry
         .original
         .as_ref()

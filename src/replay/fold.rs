@@ -100,12 +100,12 @@ mod serde_bytes_vec {
 
 fn to_cbor<T: Serialize>(value: &T) -> Result<Vec<u8>, ReplayError> {
     let mut out = Vec::new();
-    ciborium::into_writer(value, &mut out).map_err(|e| ReplayError::State(e.to_string()))?;
+    ciborium::into_writer(value, &mut out).map_err(|e| ReplayError::State(Box::new(e)))?;
     Ok(out)
 }
 
 fn from_cbor<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ReplayError> {
-    ciborium::from_reader(bytes).map_err(|e| ReplayError::State(e.to_string()))
+    ciborium::from_reader(bytes).map_err(|e| ReplayError::State(Box::new(e)))
 }
 
 /// A fold over one conversation's records in one topic, with its state and

@@ -59,9 +59,9 @@ pub enum ReplayError {
     /// Appending to the log failed (snapshots, redrives).
     #[error(transparent)]
     Produce(#[from] crate::producer::ProduceError),
-    /// A fold's state could not be encoded or decoded.
+    /// A fold's state (or a redrive's mark) could not be encoded or decoded.
     #[error("fold state: {0}")]
-    State(String),
+    State(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
 
 impl ReplayError {
