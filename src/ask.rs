@@ -53,6 +53,7 @@ use crate::log::{DEFAULT_POLL_WAIT, LogError, SharedLog, TopicInfo};
 use crate::producer::{CommandRequest, ProduceError, Producer, Sent};
 use crate::reassembly::{StreamAssembler, StreamCounters, StreamEnd, StreamEvent, error_of};
 use crate::record::{content_type_of, envelope_of};
+use crate::routing::partition_of;
 use crate::trust::Verifier;
 
 /// Why an ask did not produce an answer.
@@ -116,7 +117,7 @@ fn timeout_message(
 ) -> String {
     let Some(agent) = target else {
         return format!(
-            "no reply to operation '{operation}' (correlation {correlation}) within {waited:?} on {log}; the command named no agent (--to), is any worker running on this log?"
+            "no reply to operation '{operation}' (correlation {correlation}) within {waited:?} on {log}; the command named no agent: is any worker running on this log?"
         );
     };
     let head = format!(
@@ -127,7 +128,7 @@ fn timeout_message(
             format!("{head}; is a worker for '{agent}' running on this log?")
         }
         WorkerSeen::Live { .. } => format!(
-            "{head}; a worker for '{agent}' is live (its card is fresh) but did not answer in time: it may be busy with earlier commands of this conversation; wait longer (--timeout) or look at `agdx timeline`"
+            "{head}; a worker for '{agent}' is live (its card is fresh) but did not answer in time: it may be busy with earlier commands of this conversation; wait longer, or look at the conversation's timeline"
         ),
         WorkerSeen::Gone { .. } => format!(
             "{head}; no worker for '{agent}' is live (workers were seen, but left or their cards expired); the command waits on the log"
@@ -309,7 +310,7 @@ impl Requester {
         let operation = request.operation.clone().unwrap_or_default();
         let (outgoing, correlation) = self.producer.build_command(request);
         let responses = self.producer.topology().responses.clone();
-        let partition = Producer::partition_of(&responses, outgoing.envelope.conversation);
+        let partition = partition_of(&responses, outgoing.envelope.conversation);
         let (tx, rx) = mpsc::unbounded_channel();
         self.waiters.insert(
             correlation,

@@ -20,8 +20,8 @@ use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
 use agdx_wire::{
-    AgentCard, AgentEnvelope, AgentId, CapabilityDescriptor, ContentType, ConversationId, Kind,
-    Metadata, StatusOperation,
+    AgentCard, AgentEnvelope, AgentId, CapabilityDescriptor, ContentType, Kind, Metadata,
+    StatusOperation,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -29,6 +29,7 @@ use crate::clock::SharedClock;
 use crate::ids::new_record_id;
 use crate::log::{LogError, SharedLog, TopicInfo};
 use crate::producer::{Outgoing, ProduceError, Producer};
+use crate::routing::{card_conversation, partition_of};
 use crate::topology::Topology;
 
 /// How long a card stays true when it names no TTL, and the TTL a worker
@@ -53,13 +54,6 @@ const SCAN: u64 = 256;
 
 fn micros(duration: Duration) -> u64 {
     u64::try_from(duration.as_micros()).unwrap_or(u64::MAX)
-}
-
-/// The conversation (and so the partition) of every card of `agent` and of
-/// every control fact about it (quarantine): one partition per agent keeps
-/// them in order.
-pub fn card_conversation(agent: &AgentId) -> ConversationId {
-    ConversationId::from_u128(xxhash_rust::xxh3::xxh3_128(agent.as_str().as_bytes()))
 }
 
 /// The card a worker publishes: its agent's name, `version`, one capability
@@ -335,7 +329,7 @@ pub async fn worker_seen(
     clock: &SharedClock,
 ) -> Result<WorkerSeen, LogError> {
     let registry = &topology.registry;
-    let partition = Producer::partition_of(registry, card_conversation(agent));
+    let partition = partition_of(registry, card_conversation(agent));
     let Some(last) = log.last_offset(registry, partition).await? else {
         return Ok(WorkerSeen::Never);
     };

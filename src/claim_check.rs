@@ -58,7 +58,7 @@ pub enum ClaimCheckError {
     },
     /// The body is a claim check but this reader has no blob store.
     #[error(
-        "the body is a claim check (content type `ref`) but no blob store is configured here; give this reader the blob store the sender used (e.g. `agdx worker --blob-dir DIR`)"
+        "the body is a claim check (content type `ref`) but no blob store is configured here; give this reader the blob store the sender used"
     )]
     NoStore,
     /// The BodyRef says the blob is encrypted, which this reader cannot undo.

@@ -21,6 +21,10 @@
 //!   work with agents on the log (AXON, AX IPC, an IOA server).
 //! - [`trust`]: Ed25519 signing and verification, the key registry, grants
 //!   and operator-signed quarantine.
+//! - [`routing`]: where records go: the partition of a conversation and
+//!   the conversations derived from keys and agent names.
+//! - `testing` (feature `testing`): a handler test kit, an in-memory log
+//!   and the log conformance suite.
 //!
 //! Time enters through a [`Clock`], so deadline logic is testable without
 //! sleeping ([`ManualClock`]).
@@ -45,7 +49,10 @@ mod reassembly;
 mod record;
 pub mod replay;
 mod retry;
+pub mod routing;
 mod sqlite;
+#[cfg(feature = "testing")]
+pub mod testing;
 mod topology;
 pub mod trust;
 pub mod worker;
@@ -57,15 +64,14 @@ pub use claim_check::{ClaimCheck, ClaimCheckError, DEFAULT_CLAIM_CHECK_THRESHOLD
 pub use clock::{Clock, ManualClock, SharedClock, SystemClock, system_clock};
 pub use dlq::{MAX_DETAIL_BYTES, dead_letter, dead_letter_record};
 pub use idempotency::{KeyClaim, KeyRetention, KeyScope, ProcessedKeys, StoreError};
-pub use ids::{
-    conversation_for_key, new_channel_id, new_conversation_id, new_correlation_id, new_record_id,
-};
+pub use ids::{new_channel_id, new_conversation_id, new_correlation_id, new_record_id};
 pub use producer::{
     ChunkWriter, CommandRequest, Outgoing, PreparedBatch, ProduceError, Producer, ReplyTo, Sent,
 };
 pub use reassembly::{StreamAssembler, StreamCounters, StreamEnd, StreamEvent};
 pub use record::{content_type_of, envelope_of};
 pub use retry::RetryPolicy;
+pub use routing::conversation_for_key;
 pub use topology::{DEFAULT_PARTITIONS, DEFAULT_STREAM, TopicNames, Topology, TopologyConfig};
 
 /// The README's example compiles.

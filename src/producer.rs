@@ -34,10 +34,9 @@ use agdx_wire::{
 use tracing::Instrument;
 
 use crate::claim_check::{ClaimCheck, ClaimCheckError};
-use crate::ids::{
-    conversation_for_key, new_channel_id, new_conversation_id, new_correlation_id, new_record_id,
-};
-use crate::log::{Append, LogError, OutgoingRecord, SharedLog, TopicInfo, partition_for_key};
+use crate::ids::{new_channel_id, new_conversation_id, new_correlation_id, new_record_id};
+use crate::log::{Append, LogError, OutgoingRecord, SharedLog, TopicInfo};
+use crate::routing::{card_conversation, conversation_for_key, partition_of};
 use crate::topology::Topology;
 use crate::trust::{META_REASON, QuarantineWatch, Quarantined, Signer};
 
@@ -121,7 +120,7 @@ pub struct CommandRequest {
     pub content_type: ContentType,
     /// Continue this conversation. When absent, a command with an
     /// idempotency key goes to the conversation derived from its target,
-    /// source and key ([`conversation_for_key`](crate::conversation_for_key)),
+    /// source and key ([`conversation_for_key`]),
     /// so every retry of the key is handled in one partition, in order; any
     /// other command starts a new conversation.
     pub conversation: Option<ConversationId>,
@@ -367,11 +366,6 @@ impl Producer {
         self.inner.claim_check.as_ref()
     }
 
-    /// The partition of `topic` that records of `conversation` land in.
-    pub fn partition_of(topic: &TopicInfo, conversation: ConversationId) -> u32 {
-        partition_for_key(conversation.to_string().as_bytes(), topic.partitions)
-    }
-
     /// Sends a command to `agent.commands`. A correlation is minted when the
     /// request has none, and a conversation too (derived from the key for a
     /// keyed command; see [`CommandRequest::conversation`]).
@@ -603,7 +597,7 @@ impl Producer {
     pub async fn status_card(&self, card: &AgentCard) -> Result<Sent, ProduceError> {
         let envelope = AgentEnvelope::status_card(
             new_record_id(),
-            crate::cards::card_conversation(&self.inner.source),
+            card_conversation(&self.inner.source),
             self.inner.source.clone(),
             card,
         );
@@ -627,7 +621,7 @@ impl Producer {
     ) -> Result<Sent, ProduceError> {
         let mut envelope = AgentEnvelope::status_quarantine(
             new_record_id(),
-            crate::cards::card_conversation(agent),
+            card_conversation(agent),
             self.inner.source.clone(),
             agent,
             quarantined,
@@ -780,7 +774,7 @@ impl Producer {
             }
             .into());
         }
-        let partition = Self::partition_of(topic, envelope.conversation);
+        let partition = partition_of(topic, envelope.conversation);
         Ok(Prepared {
             sent: Sent {
                 record: envelope.record,

@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use tokio_util::sync::CancellationToken;
+
 /// How often and how patiently a retryable failure is tried again.
 ///
 /// ```
@@ -61,4 +63,13 @@ impl RetryPolicy {
 /// row: 100 ms doubling up to 3.2 s.
 pub(crate) fn backoff(failures: u32) -> Duration {
     Duration::from_millis(50u64 << failures.clamp(1, 6))
+}
+
+/// Waits the [`backoff`] after `failures` failures in a row, returning
+/// early (with `true`) when `cancel` is cancelled.
+pub(crate) async fn back_off(failures: u32, cancel: &CancellationToken) -> bool {
+    tokio::select! {
+        _ = cancel.cancelled() => true,
+        _ = tokio::time::sleep(backoff(failures)) => false,
+    }
 }

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 
 use crate::log::{
-    Append, GroupMember, Log, LogError, LogRecord, OffsetCommit, OutgoingRecord, SharedLog,
+    Append, Log, LogDecorator, LogError, LogRecord, OffsetCommit, OutgoingRecord, SharedLog,
     TopicInfo,
 };
 
@@ -118,27 +118,12 @@ impl TimedLog {
     }
 }
 
+/// Notes appends (also those of [`Log::append_and_commit`]) and polls;
+/// everything else goes straight through.
 #[async_trait]
-impl Log for TimedLog {
-    fn describe(&self) -> String {
-        self.inner.describe()
-    }
-
-    fn max_record_bytes(&self) -> usize {
-        self.inner.max_record_bytes()
-    }
-
-    async fn ensure_topic(
-        &self,
-        stream: &str,
-        topic: &str,
-        partitions: u32,
-    ) -> Result<TopicInfo, LogError> {
-        self.inner.ensure_topic(stream, topic, partitions).await
-    }
-
-    async fn topic(&self, stream: &str, topic: &str) -> Result<Option<TopicInfo>, LogError> {
-        self.inner.topic(stream, topic).await
+impl LogDecorator for TimedLog {
+    fn inner(&self) -> &dyn Log {
+        self.inner.as_ref()
     }
 
     async fn append(
@@ -208,46 +193,5 @@ impl Log for TimedLog {
             });
         }
         polled
-    }
-
-    fn expect(&self, topic: &TopicInfo, partition: u32) {
-        self.inner.expect(topic, partition);
-    }
-
-    async fn last_offset(
-        &self,
-        topic: &TopicInfo,
-        partition: u32,
-    ) -> Result<Option<u64>, LogError> {
-        self.inner.last_offset(topic, partition).await
-    }
-
-    async fn join_group(
-        &self,
-        topic: &TopicInfo,
-        group: &str,
-    ) -> Result<Box<dyn GroupMember>, LogError> {
-        self.inner.join_group(topic, group).await
-    }
-
-    async fn store_offset(
-        &self,
-        topic: &TopicInfo,
-        group: &str,
-        partition: u32,
-        offset: u64,
-    ) -> Result<(), LogError> {
-        self.inner
-            .store_offset(topic, group, partition, offset)
-            .await
-    }
-
-    async fn committed_offset(
-        &self,
-        topic: &TopicInfo,
-        group: &str,
-        partition: u32,
-    ) -> Result<Option<u64>, LogError> {
-        self.inner.committed_offset(topic, group, partition).await
     }
 }

@@ -170,14 +170,23 @@ fn finish_line(out: &mut impl Write, body: &[u8]) -> std::io::Result<()> {
 
 fn ask_failure(global: &Global, error: AskError) -> Failure {
     match error {
-        AskError::Remote(body) => Failure::with_code(
-            format!(
+        AskError::Remote(body) => {
+            let mut message = format!(
                 "error {}: {}",
                 body.code.name(),
                 body.message.as_deref().unwrap_or("(no message)")
-            ),
-            EXIT_REMOTE_ERROR,
-        ),
+            );
+            // The worker's gate names the check that failed; a missing
+            // signature is this command line's to add.
+            let check = body.detail.as_ref().and_then(|d| d.get("check"));
+            if check.and_then(|c| c.as_str()) == Some("unsigned") {
+                message.push_str("; that is --key KEYFILE");
+            }
+            Failure::with_code(message, EXIT_REMOTE_ERROR)
+        }
+        AskError::Timeout { target: None, .. } => {
+            Failure::with_code(format!("{error}; --to AGENT names one"), EXIT_TIMEOUT)
+        }
         // A worker that is live did not answer in time; any other may be
         // running on another log.
         AskError::Timeout {
@@ -188,7 +197,10 @@ fn ask_failure(global: &Global, error: AskError) -> Failure {
             format!("{error}; {}", global.worker_advice(agent.as_str())),
             EXIT_TIMEOUT,
         ),
-        AskError::Timeout { .. } => Failure::with_code(error, EXIT_TIMEOUT),
+        AskError::Timeout { .. } => Failure::with_code(
+            format!("{error}; that is --timeout, or `agdx timeline CONVERSATION`"),
+            EXIT_TIMEOUT,
+        ),
         AskError::Produce(error) => produce_failure(error),
         other => Failure::new(other),
     }

@@ -55,9 +55,11 @@ impl Failure {
     }
 }
 
-impl<E: std::error::Error> From<E> for Failure {
+/// A library error, with the command line's advice for it
+/// ([`super::advice`]).
+impl<E: std::error::Error + 'static> From<E> for Failure {
     fn from(error: E) -> Self {
-        Failure::new(error)
+        Failure::new(super::advice::explain(&error))
     }
 }
 
@@ -263,7 +265,7 @@ fn registry_failure(error: RegistryError) -> Failure {
                 "{error}; create it with `agdx keys generate --registry FILE ...`"
             ))
         }
-        _ => Failure::new(error),
+        _ => error.into(),
     }
 }
 

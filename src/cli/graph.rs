@@ -2,7 +2,7 @@
 
 use clap::{Args, ValueEnum};
 
-use agdx::replay::{Direction, GraphStart, NodeKey, causal_graph};
+use agdx::replay::{Direction, GraphStart, NodeKey, ReplayError, causal_graph};
 use agdx::wire::ConversationId;
 
 use super::check::{skipped_failure, warn_skipped_in};
@@ -56,11 +56,22 @@ pub async fn run(global: &Global, args: GraphArgs) -> Result<(), Failure> {
         (_, true) => Direction::Down,
         _ => Direction::Both,
     };
+    // What to look at when the start is not found.
+    let where_to_look = match (&args.record, &args.conversation) {
+        (NodeKey::Position(_), _) => "`agdx tail` prints the positions",
+        (NodeKey::Record(_), Some(_)) => "`agdx timeline CONVERSATION` lists its records",
+        (NodeKey::Record(_), None) => "that is --stream and --log",
+    };
     let start = GraphStart {
         node: args.record,
         conversation: args.conversation,
     };
-    let graph = causal_graph(&log, &topology, start, direction).await?;
+    let graph = causal_graph(&log, &topology, start, direction)
+        .await
+        .map_err(|error| match error {
+            ReplayError::NotFound(_) => Failure::new(format!("{error}; {where_to_look}")),
+            other => other.into(),
+        })?;
     let drawn = match args.format {
         Format::Text => graph_text(&graph),
         Format::Dot => graph_dot(&graph),

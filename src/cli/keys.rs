@@ -46,6 +46,7 @@ pub enum KeysCommand {
     /// before that time still verify; later ones do not.
     Revoke {
         /// The key id (16 hex characters, as `agdx keys list` shows).
+        #[arg(value_parser = parse_key_id)]
         key_id: KeyId,
         /// The key registry file.
         #[arg(long, value_name = "FILE", env = "AGDX_KEYS")]
@@ -168,4 +169,11 @@ fn status(validity: Validity) -> &'static str {
         Validity::Expired(_) => "expired",
         Validity::Revoked(_) => "revoked",
     }
+}
+
+/// Parses a key id, saying where to find one.
+fn parse_key_id(text: &str) -> Result<KeyId, String> {
+    text.parse().map_err(|error| {
+        format!("{error} (`agdx keys list` shows them, `agdx keys show KEYFILE` shows one key's)")
+    })
 }

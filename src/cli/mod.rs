@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use clap::parser::ValueSource;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
+mod advice;
 mod agents;
 mod ask;
 mod bench;

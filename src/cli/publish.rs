@@ -4,7 +4,6 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use agdx::Producer;
 use agdx::log::OutgoingRecord;
 use agdx::wire::{AgentEnvelope, ContentType, check_header_caps, record_headers};
 
@@ -69,7 +68,7 @@ pub async fn run(global: &Global, args: PublishArgs) -> Result<(), Failure> {
             .unwrap_or(ContentType::Raw);
         let headers = record_headers(&envelope, content_type);
         check_header_caps(&headers).map_err(|e| bad(e.to_string()))?;
-        let partition = Producer::partition_of(&topic, envelope.conversation);
+        let partition = agdx::routing::partition_of(&topic, envelope.conversation);
         records.push((
             file,
             envelope,

@@ -5,7 +5,6 @@ use std::time::Duration;
 use clap::Args;
 use tokio::sync::mpsc;
 
-use agdx::Producer;
 use agdx::log::{LogError, LogRecord, SharedLog, TopicInfo};
 use agdx::trust::Verifier;
 use agdx::wire::{AgentEnvelope, ConversationId, DeadLetter, FoldSnapshot, LogPosition};
@@ -72,7 +71,7 @@ pub async fn run(global: &Global, args: TailArgs) -> Result<(), Failure> {
     let mut damaged = 0;
     for topic in topics {
         let partitions: Vec<u32> = match args.conversation {
-            Some(conversation) => vec![Producer::partition_of(&topic, conversation)],
+            Some(conversation) => vec![agdx::routing::partition_of(&topic, conversation)],
             None => (0..topic.partitions).collect(),
         };
         for partition in partitions {

@@ -111,7 +111,7 @@ pub enum StoreError {
     },
     /// The file was written by a newer agdx.
     #[error(
-        "processed-key store {path} was written by a newer agdx (format {version}); run that agdx, or give this worker another --state-dir"
+        "processed-key store {path} was written by a newer agdx (format {version}); run that agdx, or give this worker another state directory"
     )]
     Newer {
         /// The database file.
@@ -124,7 +124,7 @@ pub enum StoreError {
     Log(#[from] LogError),
     /// A blocking task failed.
     #[error("processed-key store task failed: {0}")]
-    Task(String),
+    Task(#[source] tokio::task::JoinError),
 }
 
 impl StoreError {
@@ -290,7 +290,7 @@ impl ProcessedKeys {
             })
         })
         .await
-        .map_err(|e| StoreError::Task(e.to_string()))?
+        .map_err(StoreError::Task)?
     }
 
     /// Claims `scope` for this process, waiting while another task holds

@@ -1,4 +1,6 @@
-//! Errors of the log port. Each message says what to do about it.
+//! Errors of the log port. Each message says what went wrong and what to
+//! do about it, in the terms of the library: a program that runs it (the
+//! `agdx` command line) adds its own advice.
 
 use super::Damage;
 
@@ -13,8 +15,9 @@ pub enum LogError {
         /// What failed, and how to get a log running there.
         reason: String,
     },
-    /// The topic does not exist; run `agdx init` (or ensure it) first.
-    #[error("topic '{stream}/{topic}' does not exist; run `agdx init` to create the topology")]
+    /// The topic does not exist; ensure it ([`super::Log::ensure_topic`])
+    /// first.
+    #[error("topic '{stream}/{topic}' does not exist; create it first")]
     NoSuchTopic {
         /// The stream's name.
         stream: String,
@@ -30,10 +33,11 @@ pub enum LogError {
         /// Where it was looked for, as an absolute path.
         path: std::path::PathBuf,
     },
-    /// The topic exists but has no partitions (another Iggy client can
-    /// create or leave one like that), so nothing can be appended or read.
+    /// The topic exists but has no partitions (another client of a log
+    /// server can create or leave one like that), so nothing can be
+    /// appended or read.
     #[error(
-        "topic '{stream}/{topic}' has no partitions, so nothing can be appended to it or read from it; add as many partitions as the stream's other topics have (on Iggy: `iggy partition create {stream} {topic} COUNT`), or delete the topic and run `agdx init` to create it again"
+        "topic '{stream}/{topic}' has no partitions, so nothing can be appended to it or read from it; add as many partitions as the stream's other topics have, or delete the topic and create it again"
     )]
     NoPartitions {
         /// The stream's name.
@@ -57,7 +61,7 @@ pub enum LogError {
     },
     /// An existing topic has another partition count than asked for.
     #[error(
-        "topic '{stream}/{topic}' already exists with {existing} partitions, not {wanted}; use --partitions {existing} or a new stream name"
+        "topic '{stream}/{topic}' already exists with {existing} partitions, not {wanted}; ask for {existing} partitions or use a new stream name"
     )]
     PartitionMismatch {
         /// The stream's name.
@@ -90,9 +94,7 @@ pub enum LogError {
     #[error("log storage failed: {0}")]
     Storage(String),
     /// The disk holding the log has no space left.
-    #[error(
-        "the disk holding the log is full ({0}); free space on it (the embedded log's directory, or the Iggy server's data directory), then try again"
-    )]
+    #[error("the disk holding the log is full ({0}); free space on it, then try again")]
     StorageFull(String),
     /// The log's storage is damaged: it cannot serve records it
     /// acknowledged (the embedded log found its database holding fewer
@@ -108,7 +110,7 @@ pub enum LogError {
     },
     /// The backend answered with an error not covered by another variant.
     #[error(
-        "the log refused the request: {0}; try again, and if it keeps failing look at the log server's own log (agdx needs Iggy server 0.8.x)"
+        "the log refused the request: {0}; try again, and if it keeps failing look at the log server's own log"
     )]
     Backend(String),
     /// Records a poll cannot return (see [`Damage`]): records before them
@@ -175,6 +177,102 @@ impl LogError {
             LogError::NotOwner { .. } => false,
             LogError::Corrupt(_) => false,
             LogError::Incompatible { .. } => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use agdx_wire::LogPosition;
+
+    use super::*;
+
+    /// One error of each kind, with neutral details.
+    fn every_kind() -> Vec<LogError> {
+        let (stream, topic) = ("s".to_owned(), "t".to_owned());
+        let at = LogPosition {
+            stream: 1,
+            topic: 1,
+            partition: 0,
+            offset: 4,
+        };
+        vec![
+            LogError::Unavailable {
+                target: "log".into(),
+                reason: "refused".into(),
+            },
+            LogError::NoSuchTopic {
+                stream: stream.clone(),
+                topic: topic.clone(),
+            },
+            LogError::NoLog {
+                spec: "embedded:x".into(),
+                path: "/x".into(),
+            },
+            LogError::NoPartitions {
+                stream: stream.clone(),
+                topic: topic.clone(),
+            },
+            LogError::NoSuchPartition {
+                stream: stream.clone(),
+                topic: topic.clone(),
+                partition: 3,
+                partitions: 2,
+            },
+            LogError::PartitionMismatch {
+                stream: stream.clone(),
+                topic: topic.clone(),
+                existing: 2,
+                wanted: 3,
+            },
+            LogError::RecordTooLarge { size: 9, limit: 8 },
+            LogError::InvalidInput("bad".into()),
+            LogError::Storage("failed".into()),
+            LogError::StorageFull("no space".into()),
+            LogError::Damaged {
+                location: "log".into(),
+                reason: "lost".into(),
+            },
+            LogError::Backend("refused".into()),
+            LogError::Corrupt(Damage::record(at, "bad checksum")),
+            LogError::Incompatible {
+                location: "log".into(),
+                reason: "newer".into(),
+            },
+            LogError::AccessDenied {
+                target: "log".into(),
+                reason: "no".into(),
+            },
+            LogError::NotOwner {
+                stream,
+                topic,
+                group: "g".into(),
+                partition: 0,
+            },
+        ]
+    }
+
+    /// The port's own words hold on every backend: no backend named, no
+    /// command line flag or subcommand (the command line adds those).
+    #[test]
+    fn the_ports_own_words_name_no_backend_and_no_command_line() {
+        for error in every_kind() {
+            let text = error.to_string();
+            for foreign in [
+                "Iggy",
+                "iggy",
+                "Kafka",
+                "kafka",
+                "`agdx",
+                "agdx init",
+                " --",
+                "AGDX_",
+            ] {
+                assert!(
+                    !text.contains(foreign),
+                    "{error:?} says {foreign:?}: {text}"
+                );
+            }
         }
     }
 }

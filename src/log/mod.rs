@@ -23,17 +23,19 @@ use bytes::Bytes;
 
 pub mod check;
 mod damage;
+mod decorator;
 pub mod embedded;
 mod error;
 mod headers;
 pub mod iggy;
 pub mod kafka;
-mod partition;
+mod precondition;
 mod spec;
 
 pub use damage::Damage;
+pub use decorator::LogDecorator;
 pub use error::LogError;
-pub use partition::partition_for_key;
+pub use precondition::{check_append, check_poll};
 pub use spec::{DEFAULT_LOG, LogSpec, LogSpecError};
 
 /// A resolved topic: names and the numeric ids the log gave them.
@@ -55,7 +57,8 @@ pub struct TopicInfo {
 
 impl TopicInfo {
     /// Refuses a topic without partitions (another Iggy client can make
-    /// one): nothing could be appended to it, and [`partition_for_key`]
+    /// one): nothing could be appended to it, and
+    /// [`partition_for_key`](crate::routing::partition_for_key)
     /// needs at least one partition.
     pub(crate) fn check_has_partitions(&self) -> Result<(), LogError> {
         if self.partitions == 0 {
@@ -245,18 +248,29 @@ pub trait Log: Send + Sync + 'static {
     /// record is durable. A worker answers a run of commands and commits it
     /// this way.
     ///
-    /// The embedded log writes all of it in one transaction (atomic, one
-    /// fsync instead of two). The default appends the batches of one topic
-    /// at once, topic after topic in the order given (so a reply is on the
-    /// log before the dead letter that follows it), then stores the offset;
-    /// an error may come after some records were appended (or all, with the
-    /// offset not stored): trying again can repeat them, never skip the
-    /// commit's records.
+    /// Every batch is checked ([`check_append`]), and the commit's
+    /// partition, before anything is written: a call refused for its input
+    /// leaves the log as it was. The embedded log writes all of it in one
+    /// transaction (atomic, one fsync instead of two). The default appends
+    /// the batches of one topic at once, topic after topic in the order
+    /// given (so a reply is on the log before the dead letter that follows
+    /// it), then stores the offset; an error may come after some records
+    /// were appended (or all, with the offset not stored): trying again can
+    /// repeat them, never skip the commit's records.
     async fn append_and_commit(
         &self,
         appends: Vec<Append>,
         commit: OffsetCommit,
     ) -> Result<(), LogError> {
+        for append in &appends {
+            check_append(
+                &append.topic,
+                append.partition,
+                &append.records,
+                self.max_record_bytes(),
+            )?;
+        }
+        commit.topic.check_partition(commit.partition)?;
         let mut appends = appends.into_iter().peekable();
         while let Some(first) = appends.next() {
             let mut same_topic = vec![first];
@@ -327,7 +341,7 @@ pub type SharedLog = Arc<dyn Log>;
 /// A poll stops adding records once their payloads reach this many bytes
 /// (it always returns at least one record when one is there); the same on
 /// every backend.
-pub(crate) const POLL_BYTES_BUDGET: usize = 64 * 1024 * 1024;
+pub const POLL_BYTES_BUDGET: usize = 64 * 1024 * 1024;
 
 /// How long connecting to a log server (Iggy, Kafka) may take unless the
 /// caller gives a limit of its own: the TCP connection and the first
@@ -337,16 +351,6 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How long a poll waits by default when nothing is there yet.
 pub const DEFAULT_POLL_WAIT: Duration = Duration::from_millis(200);
-
-/// Refuses a poll for no records, the same way on every backend.
-pub(crate) fn check_poll_max(max: u32) -> Result<(), LogError> {
-    if max == 0 {
-        return Err(LogError::InvalidInput(
-            "a poll asked for 0 records; ask for at least 1 (max is the most records one poll returns)".into(),
-        ));
-    }
-    Ok(())
-}
 
 /// Locks a mutex, going on when a panicking thread held it. Only for values
 /// a panic cannot leave half-changed (in the log: SQLite connections, which

@@ -20,6 +20,7 @@ use agdx_wire::{
 use crate::ids::new_record_id;
 use crate::log::{LogError, OutgoingRecord, SharedLog};
 use crate::producer::{Outgoing, Producer};
+use crate::routing::partition_of;
 use crate::topology::Topology;
 
 use super::reader::{ReplayError, ReplayItem, ReplayRecord, topic_of};
@@ -159,7 +160,7 @@ pub async fn dead_letter(
         .find(|e| e.position == position)
         .ok_or_else(|| {
             ReplayError::NotFound(format!(
-                "no dead letter at {position}; `agdx dlq list` shows the ids"
+                "no dead letter at {position}; dead_letters lists them"
             ))
         })
 }
@@ -188,7 +189,7 @@ pub async fn redrive(
     let topology = producer.topology();
     let topic = topic_of(topology, capsule.source)?;
     let partition = match &entry.original {
-        Some(original) => Producer::partition_of(topic, original.conversation),
+        Some(original) => partition_of(topic, original.conversation),
         None => capsule.source.partition % topic.partitions.max(1),
     };
     let record = OutgoingRecord {
@@ -200,7 +201,7 @@ pub async fn redrive(
         capsule: entry.position.to_string(),
         forced: force && !entry.redrives.is_empty(),
     };
-    let body = serde_json::to_vec(&mark).map_err(|e| ReplayError::State(e.to_string()))?;
+    let body = serde_json::to_vec(&mark).map_err(|e| ReplayError::State(Box::new(e)))?;
     let conversation = entry
         .original
         .as_ref()

@@ -41,8 +41,8 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::log::{Damage, LogError, SharedLog, TopicInfo};
-use crate::producer::Producer;
 use crate::record::capsule_record;
+use crate::routing::partition_of;
 use crate::topology::Topology;
 
 use super::reader::{Replay, ReplayError, ReplayRecord};
@@ -100,12 +100,12 @@ mod serde_bytes_vec {
 
 fn to_cbor<T: Serialize>(value: &T) -> Result<Vec<u8>, ReplayError> {
     let mut out = Vec::new();
-    ciborium::into_writer(value, &mut out).map_err(|e| ReplayError::State(e.to_string()))?;
+    ciborium::into_writer(value, &mut out).map_err(|e| ReplayError::State(Box::new(e)))?;
     Ok(out)
 }
 
 fn from_cbor<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ReplayError> {
-    ciborium::from_reader(bytes).map_err(|e| ReplayError::State(e.to_string()))
+    ciborium::from_reader(bytes).map_err(|e| ReplayError::State(Box::new(e)))
 }
 
 /// A fold over one conversation's records in one topic, with its state and
@@ -167,7 +167,7 @@ impl<F: Fold> Folded<F> {
         conversation: ConversationId,
         resumed: Option<(F::State, u64)>,
     ) -> Self {
-        let partition = Producer::partition_of(&topic, conversation);
+        let partition = partition_of(&topic, conversation);
         let (state, as_of) = match resumed {
             Some((state, as_of)) => (state, Some(as_of)),
             None => (F::State::default(), None),
@@ -253,7 +253,7 @@ impl<F: Fold> Folded<F> {
             return Ok(None);
         };
         let topic = &self.topology.snapshots;
-        let partition = Producer::partition_of(topic, snapshot.conversation);
+        let partition = partition_of(topic, snapshot.conversation);
         self.log
             .append(topic, partition, vec![capsule_record(snapshot.encode())])
             .await?;
@@ -270,8 +270,8 @@ async fn latest_snapshot(
     fold: &str,
     topic: &TopicInfo,
 ) -> Result<Option<(Vec<u8>, u64)>, ReplayError> {
-    let folded_partition = Producer::partition_of(topic, conversation);
-    let partition = Producer::partition_of(snapshots, conversation);
+    let folded_partition = partition_of(topic, conversation);
+    let partition = partition_of(snapshots, conversation);
     let Some(last) = log.last_offset(snapshots, partition).await? else {
         return Ok(None);
     };

@@ -450,7 +450,7 @@ async fn find_start(
         NodeKey::Position(position) => {
             return record_at(log, topology, position).await?.ok_or_else(|| {
                 ReplayError::NotFound(format!(
-                    "no record at {position}; positions are stream/topic/partition/offset as `agdx tail` prints them"
+                    "no record at {position} (stream/topic/partition/offset)"
                 ))
             });
         }
@@ -463,7 +463,7 @@ async fn find_start(
         damaged.extend_from_slice(replay.damaged());
         return records.into_iter().find(is_it).ok_or_else(|| {
             ReplayError::NotFound(format!(
-                "record {id} is not in conversation {conversation}; check both ids (`agdx timeline {conversation}` lists its records)"
+                "record {id} is not in conversation {conversation}; check both ids"
             ))
         });
     }
@@ -495,7 +495,7 @@ async fn find_start(
         }
     }
     Err(ReplayError::NotFound(format!(
-        "record {id} is on none of the agent topics of stream '{}'; check the id and --stream/--log",
+        "record {id} is on none of the agent topics of stream '{}'; check the id, the stream and the log",
         topology.commands.stream
     )))
 }

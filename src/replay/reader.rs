@@ -9,8 +9,8 @@ use agdx_wire::{
 use bytes::Bytes;
 
 use crate::log::{Damage, LogError, LogRecord, SharedLog, TopicInfo};
-use crate::producer::Producer;
 use crate::record::content_type_of;
+use crate::routing::partition_of;
 use crate::topology::Topology;
 
 /// Records one poll of one partition asks for.
@@ -27,7 +27,7 @@ pub enum ReplayError {
     NotFound(String),
     /// A position names a stream or topic this topology does not have.
     #[error(
-        "position {position} is not in stream '{stream}' (stream id {stream_id}) or not in one of its agent topics; use a position printed by this log, or --stream to name its stream"
+        "position {position} is not in stream '{stream}' (stream id {stream_id}) or not in one of its agent topics; use a position printed by this log, or read the stream it is in"
     )]
     ForeignPosition {
         /// The position given.
@@ -59,9 +59,9 @@ pub enum ReplayError {
     /// Appending to the log failed (snapshots, redrives).
     #[error(transparent)]
     Produce(#[from] crate::producer::ProduceError),
-    /// A fold's state could not be encoded or decoded.
+    /// A fold's state (or a redrive's mark) could not be encoded or decoded.
     #[error("fold state: {0}")]
-    State(String),
+    State(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
 
 impl ReplayError {
@@ -214,7 +214,7 @@ impl Replay {
         let cursors = topics
             .into_iter()
             .map(|topic| Cursor {
-                partition: Producer::partition_of(&topic, conversation),
+                partition: partition_of(&topic, conversation),
                 topic,
                 next: 0,
             })

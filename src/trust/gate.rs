@@ -10,7 +10,8 @@
 use agdx_wire::{AgentEnvelope, AgentId, ErrorBody, ErrorCode, META_ON_BEHALF_OF, Metadata};
 
 use super::grants::{Forbidden, Grants};
-use super::verify::{Verified, Verifier, VerifyError};
+use super::registry::KeyRegistry;
+use super::verify::{Observed, Verified, Verifier, VerifyError, verify_against};
 use crate::log::LogRecord;
 
 /// Why a command was refused at step 4.
@@ -53,16 +54,25 @@ impl Refusal {
     }
 }
 
-/// Admits or refuses `envelope`, read from `record`: verification, then the
-/// grants when there are any.
+/// Admits or refuses `envelope`, read from `record`: verification against
+/// the verifier's registry as it is now, then the grants when there are any.
 pub fn admit(
     verifier: &Verifier,
     grants: Option<&Grants>,
     envelope: &AgentEnvelope,
     record: &LogRecord,
 ) -> Result<Verified, Refusal> {
-    let verified = verifier
-        .verify_record(envelope, record)
+    admit_with(&verifier.registry(), grants, envelope, record)
+}
+
+/// [`admit`] against `registry`; reads nothing but its arguments.
+pub(crate) fn admit_with(
+    registry: &KeyRegistry,
+    grants: Option<&Grants>,
+    envelope: &AgentEnvelope,
+    record: &LogRecord,
+) -> Result<Verified, Refusal> {
+    let verified = verify_against(registry, envelope, &record.payload, &Observed::of(record))
         .map_err(Refusal::Unverified)?;
     if let Some(grants) = grants {
         let user = envelope

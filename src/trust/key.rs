@@ -83,9 +83,7 @@ impl fmt::Debug for KeyId {
 
 /// Text that is not a key id.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "{0:?} is not a key id: a key id is 16 hex characters (`agdx keys list` shows them, `agdx keys show KEYFILE` shows one key's)"
-)]
+#[error("{0:?} is not a key id: a key id is 16 hex characters")]
 pub struct KeyIdParseError(pub String);
 
 impl FromStr for KeyId {
@@ -227,7 +225,7 @@ pub enum KeyFileError {
     },
     /// The content is not 64 hex characters.
     #[error(
-        "secret key file {} does not hold a key: it must be the 32-byte Ed25519 seed as 64 hex characters (`agdx keys generate` writes one)",
+        "secret key file {} does not hold a key: it must be the 32-byte Ed25519 seed as 64 hex characters",
         path.display()
     )]
     Malformed {
@@ -235,7 +233,7 @@ pub enum KeyFileError {
         path: PathBuf,
     },
     /// Writing would replace an existing file.
-    #[error("{} exists; a key file is never overwritten: choose another --out or remove it first", path.display())]
+    #[error("{} exists; a key file is never overwritten: choose another path or remove it first", path.display())]
     Exists {
         /// The key file.
         path: PathBuf,

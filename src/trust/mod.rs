@@ -35,6 +35,7 @@ mod sign;
 mod time;
 mod verify;
 
+pub(crate) use gate::admit_with;
 pub use gate::{Refusal, admit};
 pub use grants::{Forbidden, Grant, GrantParseError, Grants, GrantsFileError};
 pub(crate) use key::read_seed;

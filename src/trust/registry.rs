@@ -177,7 +177,7 @@ pub enum RegistryError {
     },
     /// The file is not a registry.
     #[error(
-        "key registry {}: {source}; it is JSON {{\"keys\": [{{\"key_id\", \"principal\", \"kind\", \"public_key\", \"valid_from\"?, \"valid_to\"?, \"revoked_at\"?}}]}} (`agdx keys generate` writes it)",
+        "key registry {}: {source}; it is JSON {{\"keys\": [{{\"key_id\", \"principal\", \"kind\", \"public_key\", \"valid_from\"?, \"valid_to\"?, \"revoked_at\"?}}]}}",
         path.display()
     )]
     Format {
@@ -204,7 +204,7 @@ pub enum RegistryError {
     )]
     Duplicate(KeyId),
     /// No entry for a key id.
-    #[error("key registry: no key {0}; `agdx keys list` shows the enrolled keys")]
+    #[error("key registry: no key {0} is enrolled")]
     UnknownKey(KeyId),
 }
 

@@ -105,7 +105,7 @@ pub enum VerifyError {
     )]
     NonCanonical,
     /// No signature.
-    #[error("the record is unsigned; sign it with an enrolled key (`--key KEYFILE`)")]
+    #[error("the record is unsigned; sign it with an enrolled key")]
     Unsigned,
     /// A signature scheme other than Ed25519.
     #[error(
@@ -353,107 +353,118 @@ impl Verifier {
         self.verify_decoded(envelope, &record.payload, &Observed::of(record))
     }
 
-    /// Verifies `envelope`, decoded from `payload`.
+    /// Verifies `envelope`, decoded from `payload`, against the registry
+    /// as it is now ([`Verifier::registry`]).
     pub fn verify_decoded(
         &self,
         envelope: &AgentEnvelope,
         payload: &[u8],
         observed: &Observed,
     ) -> Result<Verified, VerifyError> {
-        let signature = envelope.signature.as_ref().ok_or(VerifyError::Unsigned)?;
-        if signature.scheme != SignatureScheme::Ed25519 {
-            return Err(VerifyError::UnsupportedScheme(signature.scheme.code()));
-        }
-        if envelope.encode() != payload {
-            return Err(VerifyError::NonCanonical);
-        }
-        let key_id = KeyId::from_slice(&signature.key_id)
-            .ok_or_else(|| VerifyError::UnknownKey(hex::encode(&signature.key_id)))?;
-        let registry = self.registry();
-        let entry = registry
-            .get(&key_id)
-            .ok_or_else(|| VerifyError::UnknownKey(key_id.to_string()))?;
-        let principal = || entry.principal.clone();
-        let bytes: &[u8; ED25519_SIGNATURE_LEN] =
-            signature
-                .bytes
-                .as_slice()
-                .try_into()
-                .map_err(|_| VerifyError::BadSignature {
-                    key_id,
-                    principal: principal(),
-                })?;
-        if !entry.public_key.verify(&signing_input(envelope), bytes) {
-            return Err(VerifyError::BadSignature {
-                key_id,
-                principal: principal(),
-            });
-        }
-        if entry.principal != envelope.source {
-            return Err(VerifyError::WrongPrincipal {
-                key_id,
-                principal: principal(),
-                source_agent: envelope.source.clone(),
-            });
-        }
-        let at = observed.timestamp_micros;
-        match entry.validity_at(at) {
-            Validity::Valid => {}
-            Validity::NotYetValid(valid_from) => {
-                return Err(VerifyError::NotYetValid {
-                    key_id,
-                    principal: principal(),
-                    valid_from,
-                    at,
-                });
-            }
-            Validity::Expired(valid_to) => {
-                return Err(VerifyError::Expired {
-                    key_id,
-                    principal: principal(),
-                    valid_to,
-                    at,
-                });
-            }
-            Validity::Revoked(revoked_at) => {
-                return Err(VerifyError::Revoked {
-                    key_id,
-                    principal: principal(),
-                    revoked_at,
-                    at,
-                });
-            }
-        }
-        if let (Some(context), Some(headers)) = (&signature.context, &observed.headers) {
-            if let Some(bound) = context.content_type
-                && headers.content_type != Some(bound)
-            {
-                return Err(VerifyError::ContextMismatch {
-                    field: "content type",
-                    bound: bound.name().to_owned(),
-                    observed: headers
-                        .content_type
-                        .map_or_else(|| "nothing".to_owned(), |c| c.name().to_owned()),
-                });
-            }
-            if let Some(bound) = context.agent_version
-                && headers.wire_version != Some(bound)
-            {
-                return Err(VerifyError::ContextMismatch {
-                    field: "wire version",
-                    bound: bound.to_string(),
-                    observed: headers
-                        .wire_version
-                        .map_or_else(|| "nothing".to_owned(), |v| v.to_string()),
-                });
-            }
-        }
-        Ok(Verified {
-            key_id,
-            principal: entry.principal.clone(),
-            kind: entry.kind,
-        })
+        verify_against(&self.registry(), envelope, payload, observed)
     }
+}
+
+/// Verifies `envelope`, decoded from `payload`, against `registry` (see the
+/// module docs); reads nothing but its arguments.
+pub(crate) fn verify_against(
+    registry: &KeyRegistry,
+    envelope: &AgentEnvelope,
+    payload: &[u8],
+    observed: &Observed,
+) -> Result<Verified, VerifyError> {
+    let signature = envelope.signature.as_ref().ok_or(VerifyError::Unsigned)?;
+    if signature.scheme != SignatureScheme::Ed25519 {
+        return Err(VerifyError::UnsupportedScheme(signature.scheme.code()));
+    }
+    if envelope.encode() != payload {
+        return Err(VerifyError::NonCanonical);
+    }
+    let key_id = KeyId::from_slice(&signature.key_id)
+        .ok_or_else(|| VerifyError::UnknownKey(hex::encode(&signature.key_id)))?;
+    let entry = registry
+        .get(&key_id)
+        .ok_or_else(|| VerifyError::UnknownKey(key_id.to_string()))?;
+    let principal = || entry.principal.clone();
+    let bytes: &[u8; ED25519_SIGNATURE_LEN] =
+        signature
+            .bytes
+            .as_slice()
+            .try_into()
+            .map_err(|_| VerifyError::BadSignature {
+                key_id,
+                principal: principal(),
+            })?;
+    if !entry.public_key.verify(&signing_input(envelope), bytes) {
+        return Err(VerifyError::BadSignature {
+            key_id,
+            principal: principal(),
+        });
+    }
+    if entry.principal != envelope.source {
+        return Err(VerifyError::WrongPrincipal {
+            key_id,
+            principal: principal(),
+            source_agent: envelope.source.clone(),
+        });
+    }
+    let at = observed.timestamp_micros;
+    match entry.validity_at(at) {
+        Validity::Valid => {}
+        Validity::NotYetValid(valid_from) => {
+            return Err(VerifyError::NotYetValid {
+                key_id,
+                principal: principal(),
+                valid_from,
+                at,
+            });
+        }
+        Validity::Expired(valid_to) => {
+            return Err(VerifyError::Expired {
+                key_id,
+                principal: principal(),
+                valid_to,
+                at,
+            });
+        }
+        Validity::Revoked(revoked_at) => {
+            return Err(VerifyError::Revoked {
+                key_id,
+                principal: principal(),
+                revoked_at,
+                at,
+            });
+        }
+    }
+    if let (Some(context), Some(headers)) = (&signature.context, &observed.headers) {
+        if let Some(bound) = context.content_type
+            && headers.content_type != Some(bound)
+        {
+            return Err(VerifyError::ContextMismatch {
+                field: "content type",
+                bound: bound.name().to_owned(),
+                observed: headers
+                    .content_type
+                    .map_or_else(|| "nothing".to_owned(), |c| c.name().to_owned()),
+            });
+        }
+        if let Some(bound) = context.agent_version
+            && headers.wire_version != Some(bound)
+        {
+            return Err(VerifyError::ContextMismatch {
+                field: "wire version",
+                bound: bound.to_string(),
+                observed: headers
+                    .wire_version
+                    .map_or_else(|| "nothing".to_owned(), |v| v.to_string()),
+            });
+        }
+    }
+    Ok(Verified {
+        key_id,
+        principal: entry.principal.clone(),
+        kind: entry.kind,
+    })
 }
 
 /// The registry is replaced whole, so a panic cannot leave it half-changed.

@@ -25,7 +25,7 @@ use crate::dlq::{MAX_DETAIL_BYTES, dead_letter, dead_letter_record, fit_to_log, 
 use crate::log::{Append, LogError, OffsetCommit, OutgoingRecord, TopicInfo};
 use crate::producer::{Prepared, ProduceError};
 
-use super::partition::{PartitionContext, sleep_or_cancel};
+use super::context::PartitionContext;
 use super::process::{Disposition, Outcome, ProcessError};
 
 /// Why a run of records was not committed.
@@ -159,7 +159,7 @@ where
             Err(error) if error.is_retryable() => {
                 failures += 1;
                 tracing::warn!(%error, "{doing} failed; trying again (nothing is committed until it passes)");
-                if sleep_or_cancel(crate::retry::backoff(failures), cancel).await {
+                if crate::retry::back_off(failures, cancel).await {
                     return Err(error);
                 }
             }

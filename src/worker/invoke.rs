@@ -73,7 +73,7 @@ async fn call(handler: &dyn Handler, request: Request) -> Result<HandlerReply, H
 }
 
 /// The text a panic was raised with.
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
     if let Some(text) = panic.downcast_ref::<&str>() {
         (*text).to_owned()
     } else if let Some(text) = panic.downcast_ref::<String>() {

@@ -51,6 +51,8 @@ use crate::log::LogError;
 use crate::retry::RetryPolicy;
 use crate::trust::{Grants, Pause, Verifier};
 
+mod admission;
+mod context;
 mod exec;
 mod flush;
 mod handler;
@@ -61,13 +63,17 @@ mod process;
 mod process_group;
 mod tasks;
 
+use admission::Handlers;
+use context::PartitionContext;
 pub use exec::{EXIT_RETRYABLE, ExecHandler};
 pub use handler::{
     EchoHandler, FnHandler, Handler, HandlerError, HandlerReply, Request, handler_fn,
 };
 pub use heartbeat::DEFAULT_PROGRESS_INTERVAL;
-use partition::{PartitionContext, partition_loop};
-use process::{Disposition, Handlers, Processor};
+#[cfg(feature = "testing")]
+pub(crate) use invoke::panic_message;
+use partition::partition_loop;
+use process::{Disposition, Processor};
 use tasks::PartitionTasks;
 
 /// How a worker pool behaves.
@@ -160,7 +166,7 @@ pub enum WorkerError {
     /// Grants were given without a verifier: a principal is only known
     /// once its signature verified.
     #[error(
-        "grants need a verifier: a command's principal is known only once its signature verified; set WorkerConfig::verifier (agdx worker --verify) too"
+        "grants need a verifier: a command's principal is known only once its signature verified; set WorkerConfig::verifier too"
     )]
     GrantsWithoutVerifier,
 }

@@ -11,40 +11,16 @@
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::time::Duration;
 
-use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use crate::idempotency::StoreError;
 use crate::log::{DEFAULT_POLL_WAIT, LogError, LogRecord, TopicInfo};
-use crate::producer::Producer;
-use crate::trust::Pause;
+use crate::routing::partition_of;
 
-use super::WorkerConfig;
-use super::WorkerStats;
+use super::context::PartitionContext;
 use super::flush::{BatchError, Settled, Unflushed, flush};
-use super::process::{Disposition, Outcome, ProcessError, Processor};
-
-/// What the partition tasks of one pool share.
-pub(super) struct PartitionContext {
-    pub processor: Arc<Processor>,
-    pub group: String,
-    pub config: WorkerConfig,
-    pub permits: Arc<Semaphore>,
-    pub stats: Arc<WorkerStats>,
-    /// Set when the pool honours quarantine.
-    pub pause: Option<Arc<Pause>>,
-}
-
-impl PartitionContext {
-    /// Whether the pool's agent is quarantined now (take no new records).
-    fn paused(&self) -> bool {
-        self.pause
-            .as_ref()
-            .is_some_and(|p| p.quarantined().is_some())
-    }
-}
+use super::process::{Disposition, Outcome, ProcessError};
 
 /// Reads one partition in order until cancelled.
 pub(super) async fn partition_loop(
@@ -65,7 +41,7 @@ pub(super) async fn partition_loop(
                 } else {
                     tracing::warn!(%error, partition, "retrying after a failure; nothing was committed");
                 }
-                if sleep_or_cancel(crate::retry::backoff(failures), &cancel).await {
+                if crate::retry::back_off(failures, &cancel).await {
                     break;
                 }
             }
@@ -206,16 +182,8 @@ fn keyed_reply_partitions(records: &[LogRecord], responses: &TopicInfo) -> BTree
         .iter()
         .filter_map(|record| crate::record::envelope_of(record).ok())
         .filter(|envelope| envelope.idempotency_key.is_some())
-        .map(|envelope| Producer::partition_of(responses, envelope.conversation))
+        .map(|envelope| partition_of(responses, envelope.conversation))
         .collect()
-}
-
-/// Sleeps, returning early (with `true`) when cancelled.
-pub(super) async fn sleep_or_cancel(duration: Duration, cancel: &CancellationToken) -> bool {
-    tokio::select! {
-        _ = cancel.cancelled() => true,
-        _ = tokio::time::sleep(duration) => false,
-    }
 }
 
 /// Handles `records` in order, publishing and committing in flushes, until

@@ -1,5 +1,7 @@
-//! The ten steps of docs/runtime.md §4 for one record, as a pure decision plus the
-//! handler call. What to publish comes back as an [`Outcome`]; the pool
+//! The ten steps of docs/runtime.md §4 for one record: the admission
+//! ([`super::admission`], decided from the record and the time alone), then
+//! what needs I/O (the processed-key store, a claim-checked body, the
+//! handler call). What to publish comes back as an [`Outcome`]; the pool
 //! publishes it and commits.
 
 use std::collections::HashMap;
@@ -19,7 +21,8 @@ use crate::record::{content_type_of, envelope_of};
 use crate::retry::RetryPolicy;
 use crate::trust::{Grants, Verifier};
 
-use super::handler::{Handler, HandlerReply, Request};
+use super::admission::{Admission, Decision, Dispatch, Handlers};
+use super::handler::{HandlerReply, Request};
 use super::invoke::run_with_retries;
 
 /// What became of one record.
@@ -74,40 +77,6 @@ impl ProcessError {
         match self {
             ProcessError::Store(e) => e.is_retryable(),
             ProcessError::Blob(e) => e.is_retryable(),
-        }
-    }
-}
-
-/// The registered handlers of one agent.
-#[derive(Default, Clone)]
-pub(crate) struct Handlers {
-    pub by_operation: HashMap<String, Arc<dyn Handler>>,
-    pub fallback: Option<Arc<dyn Handler>>,
-}
-
-impl Handlers {
-    fn get(&self, operation: Option<&str>) -> Option<Arc<dyn Handler>> {
-        operation
-            .and_then(|op| self.by_operation.get(op))
-            .or(self.fallback.as_ref())
-            .cloned()
-    }
-
-    /// The handled operations, sorted.
-    pub fn operations(&self) -> Vec<String> {
-        let mut ops: Vec<String> = self.by_operation.keys().cloned().collect();
-        ops.sort_unstable();
-        ops
-    }
-
-    /// The handled operations, sorted, for error messages.
-    fn list(&self) -> String {
-        let mut ops: Vec<&str> = self.by_operation.keys().map(String::as_str).collect();
-        ops.sort_unstable();
-        if ops.is_empty() {
-            "nothing".to_owned()
-        } else {
-            ops.join(", ")
         }
     }
 }
@@ -168,60 +137,31 @@ impl Processor {
             Kind::Command => ReplyTo::for_command(&envelope, Some(record.position)),
             _ => None,
         };
-        // 3. addressed to someone else. Checked before step 2 so that a pool
-        // never answers, and never dead-letters, what another agent must
-        // judge; the order of the two has no other effect.
-        if envelope.target.as_ref().is_some_and(|t| t != &self.agent) {
-            return Ok(Outcome::skipped());
-        }
-        // 2. features the receiver must understand
-        if envelope.requires_unknown_features(self.understood_features) {
-            let message = format!(
-                "agent '{}' does not implement the features this message requires (must_understand bits {:#x}; it understands {:#x}); send it without those bits or to an agent that has them",
-                self.agent, envelope.must_understand, self.understood_features
-            );
-            let error = ErrorBody::new(ErrorCode::Unsupported).with_message(message.clone());
-            return Ok(self.dead(
-                record,
-                DeadLetterReason::Rejected,
-                1,
-                message,
-                reply_to.map(|to| ErrorReply::new(to, error)),
-            ));
-        }
-        // 4. the signature gate and the grants, when a verifier is configured
-        if let Some((verifier, grants)) = &self.gate
-            && let Err(refusal) = crate::trust::admit(verifier, grants.as_ref(), &envelope, record)
-        {
-            tracing::warn!(check = refusal.check(), %refusal, "refusing a command at the signature gate");
-            return Ok(self.dead(
-                record,
-                DeadLetterReason::Rejected,
-                1,
-                refusal.message(&self.agent),
-                reply_to.map(|to| ErrorReply::new(to, refusal.error_body(&self.agent))),
-            ));
-        }
-        // 5. deadline
-        let now = self.clock.now_micros();
-        if let Some(deadline) = envelope.deadline_micros.filter(|d| *d < now) {
-            let message = format!(
-                "the deadline passed {} ms before agent '{}' took the message up; send it again with a later deadline",
-                (now - deadline) / 1000,
-                self.agent
-            );
-            let error = ErrorBody::new(ErrorCode::DeadlineExceeded).with_message(message.clone());
-            return Ok(self.dead(
-                record,
-                DeadLetterReason::DeadlineExceeded,
-                1,
-                message,
-                reply_to.map(|to| ErrorReply::new(to, error)),
-            ));
-        }
-        if !matches!(envelope.kind, Kind::Command | Kind::Event) {
-            return Ok(Outcome::skipped());
-        }
+        let registry = self.gate.as_ref().map(|(verifier, _)| verifier.registry());
+        let admission = Admission {
+            agent: &self.agent,
+            understood_features: self.understood_features,
+            gate: registry
+                .as_deref()
+                .zip(self.gate.as_ref().map(|(_, grants)| grants.as_ref())),
+            handlers: &self.handlers,
+        };
+        let dispatch = match admission.decide(&envelope, record, self.clock.now_micros()) {
+            Decision::Skip => return Ok(Outcome::skipped()),
+            Decision::Refuse(refused) => {
+                if let Some(check) = refused.gate_check {
+                    tracing::warn!(check, detail = %refused.detail, "refusing a command at the signature gate");
+                }
+                return Ok(self.dead(
+                    record,
+                    refused.reason,
+                    1,
+                    refused.detail,
+                    reply_to.map(|to| ErrorReply::new(to, refused.error)),
+                ));
+            }
+            Decision::Admit(dispatch) => dispatch,
+        };
         // 6. idempotency key already processed
         let scope = envelope.idempotency_key.as_ref().map(|key| KeyScope {
             agent: self.agent.clone(),
@@ -255,30 +195,21 @@ impl Processor {
             }
             (None, _) => {}
         }
-        // 7. dispatch by operation
-        let Some(handler) = self.handlers.get(envelope.operation.as_deref()) else {
-            let Some(to) = reply_to else {
-                return Ok(Outcome::skipped());
-            };
-            let message = match envelope.operation.as_deref() {
-                Some(op) => format!(
-                    "no handler for operation '{op}' on agent '{}'; it handles: {}",
-                    self.agent,
-                    self.handlers.list()
-                ),
-                None => format!(
-                    "the command names no operation and agent '{}' has no default handler; it handles: {}",
-                    self.agent,
-                    self.handlers.list()
-                ),
-            };
-            let error = ErrorBody::new(ErrorCode::Unsupported).with_message(message);
-            return Ok(Outcome {
-                disposition: Disposition::Unsupported,
-                replies: vec![self.producer.error_envelope(&to, &error)],
-                dead_letter: None,
-                reply_to: Some(to),
-            });
+        // 7. dispatch by operation (decided with the admission)
+        let handler = match dispatch {
+            Dispatch::Handler(handler) => handler,
+            Dispatch::Unsupported(message) => {
+                let Some(to) = reply_to else {
+                    return Ok(Outcome::skipped());
+                };
+                let error = ErrorBody::new(ErrorCode::Unsupported).with_message(message);
+                return Ok(Outcome {
+                    disposition: Disposition::Unsupported,
+                    replies: vec![self.producer.error_envelope(&to, &error)],
+                    dead_letter: None,
+                    reply_to: Some(to),
+                });
+            }
         };
         let content_type = content_type_of(record);
         let (body, claim_checked) =

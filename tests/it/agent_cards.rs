@@ -7,11 +7,12 @@ use crate::support;
 
 use std::time::Duration;
 
-use agdx::cards::{ANY_OPERATION, LiveAgents, WorkerSeen, card_conversation, worker_seen};
+use agdx::cards::{ANY_OPERATION, LiveAgents, WorkerSeen, worker_seen};
 use agdx::log::OutgoingRecord;
+use agdx::routing::card_conversation;
 use agdx::wire::{AgentEnvelope, ContentType, StatusOperation, record_headers};
 use agdx::worker::{EchoHandler, WorkerConfig};
-use agdx::{Clock, Producer, SystemClock, system_clock};
+use agdx::{Clock, SystemClock, system_clock};
 use support::eventually;
 use support::fabric::{Fabric, Running, agent_id, on_every_fabric, quick_config};
 
@@ -133,7 +134,7 @@ async fn a_card_the_fold_cannot_use_is_skipped_and_counted() {
             b"not a card".to_vec(),
         );
         let registry = &fabric.topology.registry;
-        let partition = Producer::partition_of(registry, broken.conversation);
+        let partition = agdx::routing::partition_of(registry, broken.conversation);
         let record = OutgoingRecord {
             headers: record_headers(&broken, ContentType::Cbor),
             payload: broken.encode(),

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use agdx::log::{GroupMember, Log, LogError, LogRecord, OutgoingRecord, SharedLog, TopicInfo};
+use agdx::log::{Log, LogDecorator, LogError, LogRecord, SharedLog, TopicInfo};
 use agdx::worker::EchoHandler;
 use agdx::{Answer, CommandRequest, Producer, Requester};
 use async_trait::async_trait;
@@ -21,26 +21,9 @@ struct CountingLog {
 }
 
 #[async_trait]
-impl Log for CountingLog {
-    fn describe(&self) -> String {
-        self.inner.describe()
-    }
-    fn max_record_bytes(&self) -> usize {
-        self.inner.max_record_bytes()
-    }
-    async fn ensure_topic(&self, s: &str, t: &str, p: u32) -> Result<TopicInfo, LogError> {
-        self.inner.ensure_topic(s, t, p).await
-    }
-    async fn topic(&self, s: &str, t: &str) -> Result<Option<TopicInfo>, LogError> {
-        self.inner.topic(s, t).await
-    }
-    async fn append(
-        &self,
-        topic: &TopicInfo,
-        partition: u32,
-        records: Vec<OutgoingRecord>,
-    ) -> Result<(), LogError> {
-        self.inner.append(topic, partition, records).await
+impl LogDecorator for CountingLog {
+    fn inner(&self) -> &dyn Log {
+        self.inner.as_ref()
     }
     async fn poll(
         &self,
@@ -52,39 +35,6 @@ impl Log for CountingLog {
     ) -> Result<Vec<LogRecord>, LogError> {
         self.polls.fetch_add(1, Ordering::SeqCst);
         self.inner.poll(topic, partition, from, max, wait).await
-    }
-    async fn last_offset(
-        &self,
-        topic: &TopicInfo,
-        partition: u32,
-    ) -> Result<Option<u64>, LogError> {
-        self.inner.last_offset(topic, partition).await
-    }
-    async fn join_group(
-        &self,
-        topic: &TopicInfo,
-        group: &str,
-    ) -> Result<Box<dyn GroupMember>, LogError> {
-        self.inner.join_group(topic, group).await
-    }
-    async fn store_offset(
-        &self,
-        topic: &TopicInfo,
-        group: &str,
-        partition: u32,
-        offset: u64,
-    ) -> Result<(), LogError> {
-        self.inner
-            .store_offset(topic, group, partition, offset)
-            .await
-    }
-    async fn committed_offset(
-        &self,
-        topic: &TopicInfo,
-        group: &str,
-        partition: u32,
-    ) -> Result<Option<u64>, LogError> {
-        self.inner.committed_offset(topic, group, partition).await
     }
 }
 

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use agdx::bridge::ax_ipc::session_conversation;
 use agdx::wire::{ContentType, ErrorCode, Scalar};
 use agdx::worker::{HandlerError, HandlerReply, handler_fn};
-use agdx::{Producer, content_type_of, envelope_of};
+use agdx::{content_type_of, envelope_of};
 use serde_json::{Value, json};
 use support::PATIENCE;
 use support::ax_ipc::{BridgeSetup, IpcClient, RunningBridge};
@@ -105,10 +105,10 @@ async fn concurrent_calls_on_one_connection_each_get_their_own_answer() {
         let mut sessions: Vec<String> = Vec::new();
         for n in 0.. {
             let session = format!("session-{n}");
-            let partition = Producer::partition_of(commands, session_conversation(&session));
-            let taken = sessions
-                .iter()
-                .any(|s| Producer::partition_of(commands, session_conversation(s)) == partition);
+            let partition = agdx::routing::partition_of(commands, session_conversation(&session));
+            let taken = sessions.iter().any(|s| {
+                agdx::routing::partition_of(commands, session_conversation(s)) == partition
+            });
             if !taken {
                 sessions.push(session);
             }

@@ -93,7 +93,7 @@ async fn bad_set_ups_are_refused_with_what_to_do() {
         (&["--key", exposed.to_str().unwrap()], "chmod 600"),
         (
             &["--key", private, "--expose", unknown],
-            "is not pinned; add its token with --peer",
+            "is not pinned; pin its token, axon://KEY@HOST:PORT (pinned: none); that is --peer",
         ),
         (&["--key", private, "--peer", "axon://abc"], "no `@`"),
         (&["--key", private, "--route", "=echo"], "--default-agent"),

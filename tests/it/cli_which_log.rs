@@ -251,7 +251,7 @@ fn init_keeps_an_existing_partition_count_and_refuses_to_change_it() {
     assert_eq!((code, out.as_str()), (1, ""), "{stderr}");
     assert_eq!(
         stderr.trim(),
-        "agdx: topic 'agents/agent.commands' already exists with 3 partitions, not 8; use --partitions 3 or a new stream name"
+        "agdx: topic 'agents/agent.commands' already exists with 3 partitions, not 8; ask for 3 partitions or use a new stream name; that is --partitions 3 or --stream NAME"
     );
     let (_, help, _) = agdx(cwd.path(), &["init", "--help"]);
     let help = help.split_whitespace().collect::<Vec<_>>().join(" ");

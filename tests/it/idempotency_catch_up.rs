@@ -9,7 +9,7 @@ use crate::support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agdx::log::{GroupMember, Log, LogError, LogRecord, OutgoingRecord, SharedLog, TopicInfo};
+use agdx::log::{Log, LogDecorator, LogError, LogRecord, SharedLog, TopicInfo};
 use agdx::wire::{ConversationId, IdempotencyKey};
 use agdx::worker::{EchoHandler, Worker};
 use agdx::{Answer, CommandRequest, Producer};
@@ -25,31 +25,9 @@ struct StalledPartition {
 }
 
 #[async_trait]
-impl Log for StalledPartition {
-    fn describe(&self) -> String {
-        self.log.describe()
-    }
-    fn max_record_bytes(&self) -> usize {
-        self.log.max_record_bytes()
-    }
-    async fn ensure_topic(
-        &self,
-        stream: &str,
-        topic: &str,
-        partitions: u32,
-    ) -> Result<TopicInfo, LogError> {
-        self.log.ensure_topic(stream, topic, partitions).await
-    }
-    async fn topic(&self, stream: &str, topic: &str) -> Result<Option<TopicInfo>, LogError> {
-        self.log.topic(stream, topic).await
-    }
-    async fn append(
-        &self,
-        topic: &TopicInfo,
-        partition: u32,
-        records: Vec<OutgoingRecord>,
-    ) -> Result<(), LogError> {
-        self.log.append(topic, partition, records).await
+impl LogDecorator for StalledPartition {
+    fn inner(&self) -> &dyn Log {
+        self.log.as_ref()
     }
     async fn poll(
         &self,
@@ -64,37 +42,6 @@ impl Log for StalledPartition {
         }
         self.log.poll(topic, partition, from, max, wait).await
     }
-    async fn last_offset(
-        &self,
-        topic: &TopicInfo,
-        partition: u32,
-    ) -> Result<Option<u64>, LogError> {
-        self.log.last_offset(topic, partition).await
-    }
-    async fn join_group(
-        &self,
-        topic: &TopicInfo,
-        group: &str,
-    ) -> Result<Box<dyn GroupMember>, LogError> {
-        self.log.join_group(topic, group).await
-    }
-    async fn store_offset(
-        &self,
-        topic: &TopicInfo,
-        group: &str,
-        partition: u32,
-        offset: u64,
-    ) -> Result<(), LogError> {
-        self.log.store_offset(topic, group, partition, offset).await
-    }
-    async fn committed_offset(
-        &self,
-        topic: &TopicInfo,
-        group: &str,
-        partition: u32,
-    ) -> Result<Option<u64>, LogError> {
-        self.log.committed_offset(topic, group, partition).await
-    }
 }
 
 /// A new conversation whose records land in `partition` (of every topic:
@@ -102,7 +49,7 @@ impl Log for StalledPartition {
 fn conversation_in(fabric: &Fabric, partition: u32) -> ConversationId {
     loop {
         let conversation = agdx::new_conversation_id();
-        if Producer::partition_of(&fabric.topology.responses, conversation) == partition {
+        if agdx::routing::partition_of(&fabric.topology.responses, conversation) == partition {
             return conversation;
         }
     }

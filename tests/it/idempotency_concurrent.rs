@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use agdx::wire::{ConversationId, IdempotencyKey};
 use agdx::worker::{HandlerReply, handler_fn};
-use agdx::{Answer, CommandRequest, Producer, conversation_for_key};
+use agdx::{Answer, CommandRequest, conversation_for_key};
 use support::eventually;
 use support::fabric::{
     ANSWER, Fabric, Running, agent_id, embedded_fabric, lines_of, on_every_fabric, terminate,
@@ -27,7 +27,7 @@ fn key(text: &str) -> IdempotencyKey {
 fn conversation_in(fabric: &Fabric, partition: u32) -> ConversationId {
     loop {
         let conversation = agdx::new_conversation_id();
-        if Producer::partition_of(&fabric.topology.commands, conversation) == partition {
+        if agdx::routing::partition_of(&fabric.topology.commands, conversation) == partition {
             return conversation;
         }
     }

@@ -668,5 +668,5 @@ async fn a_stored_topic_without_partitions_is_refused() {
     assert!(matches!(err, Err(LogError::NoPartitions { .. })), "{err:?}");
     let err = err.unwrap_err();
     assert!(!err.is_retryable());
-    assert!(err.to_string().contains("agdx init"), "{err}");
+    assert!(err.to_string().contains("create it again"), "{err}");
 }

@@ -71,7 +71,7 @@ async fn commands_log(test: &str) -> Damageable {
         .commands(requests)
         .await
         .expect("send the commands");
-        Producer::partition_of(&topology.commands, conversation)
+        agdx::routing::partition_of(&topology.commands, conversation)
     };
     checkpoint(&path);
     Damageable {
@@ -283,7 +283,7 @@ async fn a_damaged_page_is_named_by_the_range_it_held_and_a_worker_goes_past_it(
         .spawn()
         .expect("start a worker");
     let responses = topology.responses.clone();
-    let reply_partition = Producer::partition_of(&responses, log.conversation);
+    let reply_partition = agdx::routing::partition_of(&responses, log.conversation);
     eventually("every readable command answered", || async {
         let last = shared
             .last_offset(&responses, reply_partition)

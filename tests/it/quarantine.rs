@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use agdx::cards::card_conversation;
+use agdx::routing::card_conversation;
 use agdx::trust::{KeyKind, QuarantineFold, QuarantineWatch};
 use agdx::wire::{AgentEnvelope, Kind};
 use agdx::worker::{EchoHandler, Worker, WorkerConfig};

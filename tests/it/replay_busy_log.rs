@@ -40,7 +40,7 @@ async fn crowd(fabric: &Fabric, conversation: ConversationId) {
         .await
         .expect("the neighbour's commands");
     let responses = &fabric.topology.responses;
-    let partition = agdx::Producer::partition_of(responses, conversation);
+    let partition = agdx::routing::partition_of(responses, conversation);
     let noise = (0..CROWD)
         .map(|n| support::record(format!("not a record {n}")))
         .collect();
@@ -127,7 +127,7 @@ async fn replays_whole(fabric: Arc<Fabric>) {
         .log
         .last_offset(
             &fabric.topology.responses,
-            agdx::Producer::partition_of(&fabric.topology.responses, conversation),
+            agdx::routing::partition_of(&fabric.topology.responses, conversation),
         )
         .await
         .expect("last offset");

@@ -163,7 +163,7 @@ async fn an_iggy_command_with_a_malformed_header_block_is_dead_lettered_with_its
         }
         let requester = fabric.requester("asker");
         let conversation = agdx::new_conversation_id();
-        let partition = agdx::Producer::partition_of(&fabric.topology.commands, conversation);
+        let partition = agdx::routing::partition_of(&fabric.topology.commands, conversation);
         // A well-formed command whose only fault is the header block around it.
         let command = agdx::wire::AgentEnvelope::command(
             agdx::new_record_id(),

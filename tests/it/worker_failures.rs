@@ -17,7 +17,7 @@ use support::fabric::{ANSWER, Fabric, Running, agent_id, on_every_fabric};
 fn conversation_in(fabric: &Fabric, partition: u32) -> agdx::wire::ConversationId {
     loop {
         let conversation = agdx::new_conversation_id();
-        if agdx::Producer::partition_of(&fabric.topology.commands, conversation) == partition {
+        if agdx::routing::partition_of(&fabric.topology.commands, conversation) == partition {
             return conversation;
         }
     }

@@ -237,7 +237,7 @@ async fn a_command_too_large_to_carry_in_a_dead_letter_is_set_aside_without_its_
         let limit = fabric.log.max_record_bytes();
         let garbage = vec![0xff; limit];
         let conversation = agdx::new_conversation_id();
-        let partition = agdx::Producer::partition_of(&fabric.topology.commands, conversation);
+        let partition = agdx::routing::partition_of(&fabric.topology.commands, conversation);
         fabric
             .log
             .append(

@@ -85,8 +85,8 @@ pub enum SchemaError {
     },
     /// The directory holds no schema.
     #[error(
-        "no ACTION.json schema in {}; write the shipped ones there to start from: agdx bridge ax-ipc schemas {}",
-        dir.display(), dir.display()
+        "no ACTION.json schema in {}; write the shipped ones there to start from",
+        dir.display()
     )]
     Empty {
         /// The directory.

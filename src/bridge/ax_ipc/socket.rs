@@ -36,7 +36,7 @@ pub const HEARTBEAT_EVERY: Duration = Duration::from_secs(15);
 pub enum BindError {
     /// A live process already listens there.
     #[error(
-        "{} is in use: another process accepts connections on it; stop that one or give this bridge another --socket",
+        "{} is in use: another process accepts connections on it; stop that one or give this bridge another socket path",
         path.display()
     )]
     InUse {
@@ -45,7 +45,7 @@ pub enum BindError {
     },
     /// Something that is not a socket is in the way.
     #[error(
-        "{} exists and is not a socket; it was left alone: remove it or choose another --socket",
+        "{} exists and is not a socket; it was left alone: remove it or choose another socket path",
         path.display()
     )]
     NotASocket {

@@ -49,8 +49,8 @@ pub enum TokenError {
     },
     /// The secret file does not hold 32 bytes in hex.
     #[error(
-        "{} is not a token secret (64 hex digits); remove it and let `agdx bridge ax-ipc token --secret {}` create a new one",
-        path.display(), path.display()
+        "{} is not a token secret (64 hex digits); remove it and create a new one",
+        path.display()
     )]
     BadSecret {
         /// The file.

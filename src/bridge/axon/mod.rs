@@ -99,7 +99,7 @@ pub enum ExposeError {
     )]
     Shape,
     /// The agent name is not an agent id.
-    #[error("the agent of --expose: {0}")]
+    #[error("the agent to expose: {0}")]
     Agent(String),
     /// The AXON side is not an agent id.
     #[error(transparent)]
@@ -171,7 +171,7 @@ pub enum BridgeError {
     Transport(#[from] TransportError),
     /// An exposed agent names an AXON peer that is not pinned.
     #[error(
-        "--expose {agent}={peer}: AXON peer {peer} is not pinned; add its token with --peer axon://KEY@HOST:PORT (pinned: {pinned})"
+        "exposing '{agent}' to {peer}: AXON peer {peer} is not pinned; pin its token, axon://KEY@HOST:PORT (pinned: {pinned})"
     )]
     ExposedPeerNotPinned {
         /// The exposed agent.
@@ -182,7 +182,9 @@ pub enum BridgeError {
         pinned: String,
     },
     /// The bridge's own agent id is pinned as a peer.
-    #[error("--peer names this bridge itself ({0}); pin the other side's token, not the bridge's")]
+    #[error(
+        "a pinned peer is this bridge itself ({0}); pin the other side's token, not the bridge's"
+    )]
     PinnedSelf(AxonId),
     /// The worker of an exposed agent failed.
     #[error("the worker for exposed agent '{agent}' failed: {source}")]

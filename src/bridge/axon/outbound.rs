@@ -144,8 +144,7 @@ fn error_code(axon: &str) -> ErrorCode {
 
 /// The command body as an AXON payload, refused unless it is a JSON object.
 fn json_object(body: &[u8]) -> Result<Box<RawValue>, HandlerError> {
-    let hint =
-        "AXON payloads are JSON objects: send one, e.g. --content-type json '{\"message\":\"hi\"}'";
+    let hint = "AXON payloads are JSON objects: send one, e.g. {\"message\":\"hi\"} with content type json";
     let payload: Box<RawValue> = serde_json::from_slice(body).map_err(|e| {
         HandlerError::fatal(format!(
             "invalid_input: the command body is not JSON ({e}); {hint}"

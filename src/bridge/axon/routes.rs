@@ -58,7 +58,7 @@ pub enum RouteError {
     Shape,
     /// The prefix is empty.
     #[error(
-        "a route needs a domain prefix; to send every request to one agent use --default-agent AGENT"
+        "a route needs a domain prefix; to send every request to one agent, make it the default agent"
     )]
     EmptyPrefix,
     /// The agent name is not an agent id.

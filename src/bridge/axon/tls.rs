@@ -58,7 +58,7 @@ pub enum PeerRefused {
     },
     /// The key is not pinned.
     #[error(
-        "AXON peer {id} is not pinned, so it is refused; if you trust it, start the bridge with --peer {token_hint} (or add that line to the --peers file)"
+        "AXON peer {id} is not pinned, so it is refused; if you trust it, pin its token {token_hint}"
     )]
     Unknown {
         /// The unknown peer's agent id.
@@ -372,7 +372,7 @@ mod tests {
         let wrong = peers.admit(&known_cert, Some(stranger.id())).unwrap_err();
         assert!(matches!(wrong, PeerRefused::WrongKey { .. }), "{wrong}");
         let unknown = peers.admit(&stranger_cert, None).unwrap_err().to_string();
-        assert!(unknown.contains("--peer axon://"), "{unknown}");
+        assert!(unknown.contains("pin its token axon://"), "{unknown}");
         assert!(unknown.contains(stranger.id().as_str()), "{unknown}");
     }
 }

@@ -60,9 +60,7 @@ pub(crate) trait Inbound: Send + Sync + 'static {
 #[derive(Debug, thiserror::Error)]
 pub enum SendError {
     /// The peer is not pinned, so the bridge will not dial it.
-    #[error(
-        "AXON peer {0} is not pinned; start the bridge with --peer axon://KEY@HOST:PORT for it"
-    )]
+    #[error("AXON peer {0} is not pinned; pin its token, axon://KEY@HOST:PORT, to reach it")]
     UnknownPeer(AxonId),
     /// The peer's address did not resolve.
     #[error("the address {addr} of AXON peer {peer} did not resolve: {source}")]
@@ -180,7 +178,7 @@ pub enum TransportError {
     Tls(#[from] TlsSetupError),
     /// The UDP socket could not be bound.
     #[error(
-        "cannot listen for AXON on UDP {addr}: {source}; is another daemon using the port? choose another with --listen"
+        "cannot listen for AXON on UDP {addr}: {source}; is another daemon using the port? listen on another one"
     )]
     Bind {
         /// The address asked for.

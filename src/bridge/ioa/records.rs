@@ -208,7 +208,7 @@ fn is_join(envelope: &AgentEnvelope) -> bool {
 pub(crate) fn node(node: &AgentId, body: &NodeRecord) -> Outgoing {
     let envelope = AgentEnvelope::event(
         new_record_id(),
-        crate::cards::card_conversation(node),
+        crate::routing::card_conversation(node),
         node.clone(),
         json(body),
     )

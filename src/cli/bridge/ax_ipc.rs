@@ -9,8 +9,8 @@ use clap::{Args, Subcommand};
 use tokio_util::sync::CancellationToken;
 
 use agdx::bridge::ax_ipc::{
-    ActionSchemas, AxIpcBridge, Gate, IPC_PATH, Route, Routes, TokenSecret, Tokens, bind, router,
-    serve_http, serve_socket, write_defaults,
+    ActionSchemas, AxIpcBridge, BindError, Gate, IPC_PATH, Route, Routes, SchemaError, TokenError,
+    TokenSecret, Tokens, bind, router, serve_http, serve_socket, write_defaults,
 };
 use agdx::wire::AgentId;
 use agdx::{Clock, Producer, Requester, SystemClock};
@@ -132,7 +132,7 @@ pub async fn run(global: &Global, args: AxIpcArgs) -> Result<(), Failure> {
 }
 
 fn mint(args: TokenArgs) -> Result<(), Failure> {
-    let (secret, created) = TokenSecret::load_or_create(&args.secret)?;
+    let (secret, created) = TokenSecret::load_or_create(&args.secret).map_err(token_failure)?;
     if created {
         eprintln!(
             "agdx: created the token secret {} (mode 0600); start the bridge with --token-secret {}",
@@ -147,7 +147,13 @@ fn mint(args: TokenArgs) -> Result<(), Failure> {
 
 async fn serve(global: &Global, args: ServeArgs) -> Result<(), Failure> {
     let schemas = match &args.schemas {
-        Some(dir) => ActionSchemas::load_dir(dir)?,
+        Some(dir) => ActionSchemas::load_dir(dir).map_err(|error| match error {
+            SchemaError::Empty { .. } => Failure::new(format!(
+                "{error}; `agdx bridge ax-ipc schemas {}` writes them",
+                dir.display()
+            )),
+            error => error.into(),
+        })?,
         None => ActionSchemas::defaults()?,
     };
     let tokens = tokens(&args)?;
@@ -164,7 +170,12 @@ async fn serve(global: &Global, args: ServeArgs) -> Result<(), Failure> {
     let shutdown = CancellationToken::new();
     let mut tasks = tokio::task::JoinSet::new();
     if let Some(path) = &args.socket {
-        let listener = bind(path)?;
+        let listener = bind(path).map_err(|error| match error {
+            BindError::InUse { .. } | BindError::NotASocket { .. } => {
+                Failure::new(format!("{error}; that is --socket PATH"))
+            }
+            error => error.into(),
+        })?;
         println!("socket {}", path.display());
         tasks.spawn(serve_socket(
             bridge.clone(),
@@ -212,6 +223,17 @@ async fn serve(global: &Global, args: ServeArgs) -> Result<(), Failure> {
     Ok(())
 }
 
+/// A secret file that cannot be used, with how to make one.
+fn token_failure(error: TokenError) -> Failure {
+    match &error {
+        TokenError::BadSecret { path } => Failure::new(format!(
+            "{error}; `agdx bridge ax-ipc token --secret {}` creates one",
+            path.display()
+        )),
+        _ => error.into(),
+    }
+}
+
 /// The HTTP tokens, refused when --http has none to check.
 fn tokens(args: &ServeArgs) -> Result<Option<Tokens>, Failure> {
     let mut tokens = Tokens::default();
@@ -219,7 +241,7 @@ fn tokens(args: &ServeArgs) -> Result<Option<Tokens>, Failure> {
         tokens = tokens.with_file(path)?;
     }
     if let Some(path) = &args.token_secret {
-        tokens = tokens.with_secret(TokenSecret::load(path)?);
+        tokens = tokens.with_secret(TokenSecret::load(path).map_err(token_failure)?);
     }
     match (args.http.is_some(), tokens.is_empty()) {
         (true, true) => Err(Failure::new(

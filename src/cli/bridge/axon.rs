@@ -8,8 +8,8 @@ use clap::Args;
 use tokio_util::sync::CancellationToken;
 
 use agdx::bridge::axon::{
-    AxonBridge, AxonBridgeConfig, DEFAULT_AGENT, Expose, Identity, PeerToken, Route, Routes,
-    read_peers_file,
+    AxonBridge, AxonBridgeConfig, BridgeError, DEFAULT_AGENT, Expose, Identity, PeerToken, Route,
+    RouteError, Routes, TransportError, read_peers_file,
 };
 use agdx::wire::AgentId;
 use agdx::worker::WorkerConfig;
@@ -86,8 +86,21 @@ fn parse_token(text: &str) -> Result<PeerToken, String> {
 }
 
 fn parse_route(text: &str) -> Result<Route, String> {
-    text.parse()
-        .map_err(|e: agdx::bridge::axon::RouteError| e.to_string())
+    text.parse().map_err(|e: RouteError| match e {
+        RouteError::EmptyPrefix => format!("{e}; that is --default-agent AGENT"),
+        e => e.to_string(),
+    })
+}
+
+/// The bridge's refusal to start, with the flags that change it.
+fn bind_failure(error: BridgeError) -> Failure {
+    let flag = match &error {
+        BridgeError::ExposedPeerNotPinned { .. } => "that is --peer axon://KEY@HOST:PORT",
+        BridgeError::PinnedSelf(_) => "look at the --peer tokens",
+        BridgeError::Transport(TransportError::Bind { .. }) => "that is --listen ADDR",
+        _ => return error.into(),
+    };
+    Failure::new(format!("{error}; {flag}"))
 }
 
 fn parse_expose(text: &str) -> Result<Expose, String> {
@@ -114,7 +127,9 @@ pub async fn run(global: &Global, args: AxonArgs) -> Result<(), Failure> {
         ..WorkerConfig::default()
     };
     let summary = describe_config(&config);
-    let bridge = AxonBridge::bind(log, topology, identity, config).await?;
+    let bridge = AxonBridge::bind(log, topology, identity, config)
+        .await
+        .map_err(bind_failure)?;
     let token = bridge.token(args.advertise.as_deref())?;
     println!("{token}");
     eprintln!(

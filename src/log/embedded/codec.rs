@@ -20,9 +20,6 @@
 use agdx_wire::{HeaderKind, HeaderValue, Headers};
 use xxhash_rust::xxh3::Xxh3Default;
 
-use crate::log::LogError;
-use crate::log::headers::check_headers;
-
 /// Iggy's code for a header kind.
 fn kind_code(kind: HeaderKind) -> u8 {
     match kind {
@@ -66,9 +63,9 @@ fn kind_from_code(code: u8) -> Option<HeaderKind> {
     })
 }
 
-/// Checks `headers` ([`check_headers`]) and encodes them, ordered by name.
-pub(super) fn encode_headers(headers: &Headers) -> Result<Vec<u8>, LogError> {
-    check_headers(headers)?;
+/// Encodes `headers`, ordered by name; [`crate::log::check_append`] has
+/// checked them.
+pub(super) fn encode_headers(headers: &Headers) -> Vec<u8> {
     let mut sorted: Vec<&(String, HeaderValue)> = headers.iter().collect();
     sorted.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
     let mut out = Vec::with_capacity(
@@ -85,7 +82,7 @@ pub(super) fn encode_headers(headers: &Headers) -> Result<Vec<u8>, LogError> {
         out.push(u8::try_from(value.bytes.len()).unwrap_or(u8::MAX));
         out.extend_from_slice(&value.bytes);
     }
-    Ok(out)
+    out
 }
 
 /// Decodes a stored header blob; the error says what is wrong with it.
@@ -148,7 +145,7 @@ mod tests {
             ("conv".into(), HeaderValue::u128(u128::MAX - 5)),
             ("agdx.to".into(), HeaderValue::string("billing")),
         ];
-        let blob = encode_headers(&headers).unwrap();
+        let blob = encode_headers(&headers);
         let mut expected = headers.clone();
         expected.sort_by(|a, b| a.0.cmp(&b.0));
         assert_eq!(decode_headers(&blob).unwrap(), expected);
@@ -165,36 +162,8 @@ mod tests {
     }
 
     #[test]
-    fn limits_are_enforced() {
-        let too_long = "x".repeat(256);
-        let cases: Vec<Headers> = vec![
-            vec![("".into(), HeaderValue::u8(1))],
-            vec![(too_long.clone(), HeaderValue::u8(1))],
-            vec![("a".into(), HeaderValue::string(""))],
-            vec![("a".into(), HeaderValue::string(&too_long))],
-            vec![(
-                "a".into(),
-                HeaderValue {
-                    kind: HeaderKind::Uint32,
-                    bytes: vec![1, 2],
-                },
-            )],
-            vec![
-                ("a".into(), HeaderValue::u8(1)),
-                ("a".into(), HeaderValue::u8(2)),
-            ],
-        ];
-        for headers in cases {
-            assert!(
-                matches!(encode_headers(&headers), Err(LogError::InvalidInput(_))),
-                "{headers:?}"
-            );
-        }
-    }
-
-    #[test]
     fn damaged_blobs_are_errors_not_panics() {
-        let blob = encode_headers(&vec![("name".into(), HeaderValue::string("value"))]).unwrap();
+        let blob = encode_headers(&vec![("name".into(), HeaderValue::string("value"))]);
         for cut in 0..blob.len() {
             let _ = decode_headers(&blob[..cut]);
         }

@@ -830,6 +830,8 @@ impl Log for EmbeddedLog {
         appends: Vec<Append>,
         commit: OffsetCommit,
     ) -> Result<(), LogError> {
+        // Refused before any batch is written, as the batches are.
+        commit.topic.check_partition(commit.partition)?;
         let mut writes = Vec::with_capacity(appends.len() + 1);
         for append in appends {
             writes.push(
@@ -870,7 +872,7 @@ impl Log for EmbeddedLog {
         max: u32,
         wait: Duration,
     ) -> Result<Vec<LogRecord>, LogError> {
-        super::check_poll_max(max)?;
+        super::check_poll(topic, partition, max)?;
         let row = self.resolve_partition(topic, partition).await?;
         let deadline = tokio::time::Instant::now() + wait;
         let wake = &self.core.wake;
@@ -987,8 +989,6 @@ impl Log for EmbeddedLog {
 }
 
 impl EmbeddedLog {
-    /// The stored row of a topic: from the cache when it is there, else read
-    /// on a blocking thread.
     /// Checks and encodes a batch for `partition` of `topic`.
     async fn append_write(
         &self,
@@ -996,29 +996,14 @@ impl EmbeddedLog {
         partition: u32,
         records: Vec<OutgoingRecord>,
     ) -> Result<Write, LogError> {
-        if records.is_empty() {
-            return Err(LogError::InvalidInput(
-                "an append needs at least one record; the batch is empty".into(),
-            ));
-        }
-        let mut encoded = Vec::with_capacity(records.len());
-        for (index, record) in records.into_iter().enumerate() {
-            if record.payload.is_empty() {
-                return Err(LogError::InvalidInput(format!(
-                    "record {index} of the batch has an empty payload; every record needs at least one byte"
-                )));
-            }
-            if record.payload.len() > MAX_RECORD_BYTES {
-                return Err(LogError::RecordTooLarge {
-                    size: record.payload.len(),
-                    limit: MAX_RECORD_BYTES,
-                });
-            }
-            encoded.push(Encoded {
-                headers: codec::encode_headers(&record.headers)?,
+        super::check_append(topic, partition, &records, MAX_RECORD_BYTES)?;
+        let encoded = records
+            .into_iter()
+            .map(|record| Encoded {
+                headers: codec::encode_headers(&record.headers),
                 payload: record.payload,
-            });
-        }
+            })
+            .collect();
         let row = self.resolve_partition(topic, partition).await?;
         Ok(Write::Append {
             row,
@@ -1067,6 +1052,8 @@ impl EmbeddedLog {
         })
     }
 
+    /// The stored row of a topic: from the cache when it is there, else read
+    /// on a blocking thread.
     async fn resolve(&self, topic: &TopicInfo) -> Result<Arc<TopicRow>, LogError> {
         let cached = lock(&self.core.topics)
             .get(&(topic.stream_id, topic.topic_id))

@@ -5,7 +5,7 @@ use iggy::prelude::IggyError;
 use crate::log::{LogError, TopicInfo};
 
 /// What to do when no server answers.
-pub(crate) const HINT: &str = "is an Iggy server (0.8.x) running there? Start one with `docker compose -f deploy/docker-compose.yml up -d` (see deploy/README.md) or point --log / AGDX_LOG at a running server";
+pub(crate) const HINT: &str = "is an Iggy server (0.8.x) running there? One starts with `docker compose -f deploy/docker-compose.yml up -d` (see deploy/README.md)";
 
 /// The server at `target` cannot be reached.
 pub(crate) fn unreachable(target: &str, reason: &str) -> LogError {
@@ -85,7 +85,7 @@ pub(crate) fn request_error(target: &str, doing: &str, e: IggyError) -> LogError
         | IggyError::CannotReadFile
         | IggyError::CannotSyncFile
         | IggyError::IoError(_) => LogError::Storage(reason),
-        _ => LogError::Backend(reason),
+        _ => LogError::Backend(format!("{reason}; agdx needs an Iggy server 0.8.x")),
     }
 }
 

@@ -17,7 +17,7 @@
 //! - **Partitions** are Iggy's, numbered from 0. An append goes to one
 //!   explicit partition in one request. Iggy's own choice for a message key
 //!   (`xxhash32(seed 0, key) % partitions`) is what
-//!   [`crate::log::partition_for_key`] computes, so records partitioned here
+//!   [`crate::routing::partition_for_key`] computes, so records partitioned here
 //!   by key land where any Iggy client sending with that key would put them.
 //! - **Records** are Iggy messages: the payload is the message payload, the
 //!   headers are typed user headers (kept in order), the offset is Iggy's
@@ -523,12 +523,7 @@ impl Log for IggyLog {
         partition: u32,
         records: Vec<OutgoingRecord>,
     ) -> Result<(), LogError> {
-        topic.check_partition(partition)?;
-        if records.is_empty() {
-            return Err(LogError::InvalidInput(
-                "an append needs at least one record; the batch is empty".into(),
-            ));
-        }
+        super::check_append(topic, partition, &records, MAX_RECORD_BYTES)?;
         let mut messages = records
             .into_iter()
             .map(records::to_message)
@@ -562,8 +557,7 @@ impl Log for IggyLog {
         max: u32,
         wait: Duration,
     ) -> Result<Vec<LogRecord>, LogError> {
-        super::check_poll_max(max)?;
-        topic.check_partition(partition)?;
+        super::check_poll(topic, partition, max)?;
         let deadline = tokio::time::Instant::now() + wait;
         let key = (topic.stream_id, topic.topic_id, partition);
         let appended = self.appended(topic, partition);

@@ -8,9 +8,9 @@
 
 use agdx_wire::{HeaderKind, HeaderValue, Headers};
 use bytes::{BufMut, Bytes, BytesMut};
-use iggy::prelude::{HeaderKind as IggyHeaderKind, IggyMessage, MAX_PAYLOAD_SIZE};
+use iggy::prelude::{HeaderKind as IggyHeaderKind, IggyMessage};
 
-use crate::log::headers::{block_size, check_headers};
+use crate::log::headers::block_size;
 use crate::log::{Damage, LogError, LogRecord, OutgoingRecord, TopicInfo};
 
 /// Iggy's kind for an AGDX header kind (the same fifteen kinds).
@@ -55,18 +55,18 @@ fn from_iggy_kind(kind: IggyHeaderKind) -> HeaderKind {
     }
 }
 
-/// The raw Iggy header block for `headers`, `None` when there are none.
-fn encode_headers(headers: &Headers) -> Result<Option<Bytes>, LogError> {
+/// The raw Iggy header block for `headers`, `None` when there are none;
+/// [`crate::log::check_append`] has checked them.
+fn encode_headers(headers: &Headers) -> Option<Bytes> {
     if headers.is_empty() {
-        return Ok(None);
+        return None;
     }
-    check_headers(headers)?;
     let mut block = BytesMut::with_capacity(block_size(headers));
     for (key, value) in headers {
         put_field(&mut block, IggyHeaderKind::String, key.as_bytes());
         put_field(&mut block, to_iggy_kind(value.kind), &value.bytes);
     }
-    Ok(Some(block.freeze()))
+    Some(block.freeze())
 }
 
 /// Appends one field of the header block: kind code, u32 LE length, bytes.
@@ -117,21 +117,10 @@ fn decode_headers(mut block: &[u8]) -> Result<Headers, String> {
     Ok(headers)
 }
 
-/// The Iggy message for `record`.
+/// The Iggy message for `record`, which [`crate::log::check_append`] has
+/// checked.
 pub(crate) fn to_message(record: OutgoingRecord) -> Result<IggyMessage, LogError> {
-    let size = record.payload.len();
-    if size == 0 {
-        return Err(LogError::InvalidInput(
-            "a record needs a payload of at least one byte".into(),
-        ));
-    }
-    if size > MAX_PAYLOAD_SIZE as usize {
-        return Err(LogError::RecordTooLarge {
-            size,
-            limit: MAX_PAYLOAD_SIZE as usize,
-        });
-    }
-    let headers = encode_headers(&record.headers)?;
+    let headers = encode_headers(&record.headers);
     let mut message = IggyMessage::builder()
         .payload(Bytes::from(record.payload))
         .build()
@@ -188,7 +177,7 @@ mod tests {
 
     #[test]
     fn headers_round_trip_in_order() {
-        let block = encode_headers(&headers()).unwrap().unwrap();
+        let block = encode_headers(&headers()).unwrap();
         assert_eq!(decode_headers(&block).unwrap(), headers());
     }
 
@@ -238,7 +227,7 @@ mod tests {
             crate::log::headers::MAX_HEADERS_BYTES,
             iggy::prelude::MAX_USER_HEADERS_SIZE as usize
         );
-        let block = encode_headers(&headers()).unwrap().unwrap();
+        let block = encode_headers(&headers()).unwrap();
         assert_eq!(block.len(), block_size(&headers()));
     }
 
@@ -270,39 +259,5 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-    }
-
-    #[test]
-    fn rejects_what_iggy_would_reject() {
-        let bad = |headers: Headers| encode_headers(&headers).unwrap_err();
-        assert!(matches!(
-            bad(vec![(String::new(), HeaderValue::u8(1))]),
-            LogError::InvalidInput(_)
-        ));
-        let wrong_width = HeaderValue {
-            kind: HeaderKind::Uint32,
-            bytes: vec![1, 2],
-        };
-        assert!(
-            bad(vec![("k".into(), wrong_width)])
-                .to_string()
-                .contains("exactly 4 bytes")
-        );
-        assert!(
-            bad(vec![("k".into(), HeaderValue::string(""))])
-                .to_string()
-                .contains("1 to 255")
-        );
-        let twice = vec![
-            ("k".into(), HeaderValue::u8(1)),
-            ("k".into(), HeaderValue::u8(2)),
-        ];
-        assert!(bad(twice).to_string().contains("twice"));
-        let empty = to_message(OutgoingRecord {
-            headers: Vec::new(),
-            payload: Vec::new(),
-        })
-        .unwrap_err();
-        assert!(matches!(empty, LogError::InvalidInput(_)));
     }
 }

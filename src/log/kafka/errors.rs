@@ -5,7 +5,7 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use crate::log::{LogError, TopicInfo};
 
 /// What to do when no broker answers.
-pub(crate) const HINT: &str = "is a Kafka-protocol broker running there? Start a three-node cluster with `docker compose -f deploy/kafka-compose.yml up -d` (see deploy/README.md), or a single Tansu broker (`tansu broker`), or point --log / AGDX_LOG at a running cluster";
+pub(crate) const HINT: &str = "is a Kafka-protocol broker running there? A three-node cluster starts with `docker compose -f deploy/kafka-compose.yml up -d` (see deploy/README.md), a single Tansu broker with `tansu broker`";
 
 /// The cluster at `target` cannot be reached.
 pub(crate) fn unreachable(target: &str, reason: &str) -> LogError {

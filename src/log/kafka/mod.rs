@@ -19,7 +19,7 @@
 //!   partitions asked for and the broker's replication unless the
 //!   connection string sets `replication`.
 //! - **Partitions** are Kafka's, numbered from 0, and every append names
-//!   one: [`crate::log::partition_for_key`] chooses it exactly as on Iggy,
+//!   one: [`crate::routing::partition_for_key`] chooses it exactly as on Iggy,
 //!   so a conversation lands in the same partition number on every backend.
 //! - **Records** are Kafka records: the payload is the value, the offset is
 //!   Kafka's (both count from 0), the timestamp Kafka's in milliseconds
@@ -360,17 +360,11 @@ impl Log for KafkaLog {
         partition: u32,
         records: Vec<OutgoingRecord>,
     ) -> Result<(), LogError> {
-        topic.check_partition(partition)?;
-        if records.is_empty() {
-            return Err(LogError::InvalidInput(
-                "an append needs at least one record; the batch is empty".into(),
-            ));
-        }
-        let mut headers = Vec::with_capacity(records.len());
-        for record in &records {
-            records::check_record(record, self.target.max_record_bytes)?;
-            headers.push(kafka_headers(&record.headers)?);
-        }
+        super::check_append(topic, partition, &records, self.target.max_record_bytes)?;
+        let headers = records
+            .iter()
+            .map(|record| kafka_headers(&record.headers))
+            .collect::<Result<Vec<_>, _>>()?;
         let name = self.existing(topic).await?;
         let p = kafka_partition(partition);
         let mut deliveries = Vec::with_capacity(records.len());
@@ -434,8 +428,7 @@ impl Log for KafkaLog {
         max: u32,
         wait: Duration,
     ) -> Result<Vec<LogRecord>, LogError> {
-        super::check_poll_max(max)?;
-        topic.check_partition(partition)?;
+        super::check_poll(topic, partition, max)?;
         let name = self.existing(topic).await?;
         self.reader
             .poll(topic, &name, partition, from, max, wait)

@@ -6,8 +6,7 @@ use bytes::Bytes;
 use rdkafka::Message;
 use rdkafka::message::{BorrowedMessage, Header, OwnedHeaders, Timestamp};
 
-use crate::log::headers::check_headers;
-use crate::log::{Damage, LogError, LogRecord, OutgoingRecord, TopicInfo};
+use crate::log::{Damage, LogError, LogRecord, TopicInfo};
 
 /// Longest Kafka topic name.
 const MAX_TOPIC_NAME: usize = 249;
@@ -119,7 +118,6 @@ pub(crate) fn kafka_headers(headers: &Headers) -> Result<Option<OwnedHeaders>, L
     if headers.is_empty() {
         return Ok(None);
     }
-    check_headers(headers)?;
     let mut out = OwnedHeaders::new_with_capacity(headers.len());
     for (name, value) in headers {
         let expected = agent_record_header_kind(name).unwrap_or(HeaderKind::Raw);
@@ -232,20 +230,6 @@ pub(crate) fn from_message(
         headers,
         payload: Bytes::copy_from_slice(message.payload().unwrap_or_default()),
     })
-}
-
-/// Checks a record before anything of its batch is sent.
-pub(crate) fn check_record(record: &OutgoingRecord, limit: usize) -> Result<(), LogError> {
-    let size = record.payload.len();
-    if size == 0 {
-        return Err(LogError::InvalidInput(
-            "a record needs a payload of at least one byte".into(),
-        ));
-    }
-    if size > limit {
-        return Err(LogError::RecordTooLarge { size, limit });
-    }
-    Ok(())
 }
 
 #[cfg(test)]

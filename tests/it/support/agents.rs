@@ -34,10 +34,10 @@ pub fn refusing(message: &'static str) -> impl Handler {
 /// A new conversation whose records land in the same partition as `of`'s.
 pub fn neighbour_of(fabric: &Fabric, of: ConversationId) -> ConversationId {
     let commands = &fabric.topology.commands;
-    let partition = agdx::Producer::partition_of(commands, of);
+    let partition = agdx::routing::partition_of(commands, of);
     loop {
         let conversation = agdx::new_conversation_id();
-        if conversation != of && agdx::Producer::partition_of(commands, conversation) == partition {
+        if conversation != of && agdx::routing::partition_of(commands, conversation) == partition {
             return conversation;
         }
     }

@@ -23,31 +23,12 @@ pub mod trust;
 
 use std::any::Any;
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agdx::log::{GroupMember, Log, LogRecord, OutgoingRecord, SharedLog, TopicInfo};
-
-/// A log opened anew on the same storage (embedded: the same directory;
-/// Iggy: a new client connection to the same server), with whatever keeps
-/// it alive.
-pub struct Opened {
-    pub log: SharedLog,
-    _keep: Box<dyn Any + Send>,
-}
-
-impl Opened {
-    pub fn new(log: SharedLog, keep: impl Any + Send) -> Self {
-        Opened {
-            log,
-            _keep: Box::new(keep),
-        }
-    }
-}
-
-/// Opens the backend's storage again, as a restarted process would.
-pub type Reopen = Arc<dyn Fn() -> Pin<Box<dyn Future<Output = Opened> + Send>> + Send + Sync>;
+use agdx::log::SharedLog;
+pub use agdx::testing::conformance::{Opened, Reopen, Subject};
+pub use agdx::testing::{PATIENCE, drain, eventually, record, texts, wait_for_split};
 
 /// One backend under test.
 pub struct TestLog {
@@ -153,14 +134,6 @@ pub fn unique_stream(test: &str) -> String {
     format!("t-{test}-{}", ulid::Ulid::new().to_string().to_lowercase())
 }
 
-/// What a check runs against: one backend's log, a way to open its storage
-/// again, and a stream name of the check's own.
-pub struct Subject {
-    pub log: SharedLog,
-    pub reopen: Reopen,
-    pub stream: String,
-}
-
 /// Runs `check` against every backend with a fresh stream name, naming the
 /// backend when it fails.
 pub async fn on_every_backend<F, Fut>(test: &str, check: F)
@@ -204,71 +177,6 @@ fn panic_message(panic: Box<dyn Any + Send>) -> String {
     }
 }
 
-/// A record with no headers.
-pub fn record(payload: impl Into<Vec<u8>>) -> OutgoingRecord {
-    OutgoingRecord {
-        headers: Vec::new(),
-        payload: payload.into(),
-    }
-}
-
-/// The payloads of `records` as strings.
-pub fn texts(records: &[LogRecord]) -> Vec<String> {
-    records
-        .iter()
-        .map(|r| String::from_utf8_lossy(&r.payload).into_owned())
-        .collect()
-}
-
-/// The records of a partition from offset `from` on, read `chunk` at a time
-/// until a poll comes back empty.
-pub async fn drain(
-    log: &dyn Log,
-    topic: &TopicInfo,
-    partition: u32,
-    from: u64,
-    chunk: u32,
-) -> Vec<LogRecord> {
-    let mut out = Vec::new();
-    loop {
-        let next = from + out.len() as u64;
-        let got = log
-            .poll(topic, partition, next, chunk, Duration::ZERO)
-            .await
-            .expect("poll");
-        assert!(
-            got.len() <= chunk as usize,
-            "a poll returned more than it was asked for"
-        );
-        if got.is_empty() {
-            return out;
-        }
-        out.extend(got);
-    }
-}
-
-/// How long a test waits for something that should happen within seconds.
-pub const PATIENCE: Duration = Duration::from_secs(20);
-
-/// Calls `probe` every 50 ms until it returns `Some`, failing the test with
-/// `what` after [`PATIENCE`].
-pub async fn eventually<T, Fut>(what: &str, mut probe: impl FnMut() -> Fut) -> T
-where
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
-        if let Some(value) = probe().await {
-            return value;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "gave up waiting: {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 /// Like [`eventually`] for long work: calls `probe` every 50 ms until it
 /// returns `Ok`, failing the test with `what` only when the progress it
 /// reports (`Err(done so far)`) stands still for [`PATIENCE`], so a slow
@@ -293,28 +201,4 @@ where
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-}
-
-/// The partitions two members own, once they split `partitions` between
-/// them: disjoint, together all of them, both non-empty. (The two answers
-/// are read one after the other, so a partition moving in between may show
-/// up twice for a moment; the wait goes on until the picture is settled.)
-pub async fn wait_for_split(
-    a: &dyn GroupMember,
-    b: &dyn GroupMember,
-    partitions: u32,
-) -> (Vec<u32>, Vec<u32>) {
-    eventually("two members to split the partitions", || async {
-        let owned_a = a.assigned().await.expect("member a: assigned");
-        let owned_b = b.assigned().await.expect("member b: assigned");
-        let disjoint = owned_a.iter().all(|p| !owned_b.contains(p));
-        let mut union: Vec<u32> = owned_a.iter().chain(&owned_b).copied().collect();
-        union.sort_unstable();
-        let split = disjoint
-            && !owned_a.is_empty()
-            && !owned_b.is_empty()
-            && union == (0..partitions).collect::<Vec<_>>();
-        split.then_some((owned_a, owned_b))
-    })
-    .await
 }

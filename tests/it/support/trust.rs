@@ -77,7 +77,7 @@ pub async fn append_raw(
     envelope: &AgentEnvelope,
     content_type: ContentType,
 ) {
-    let partition = agdx::Producer::partition_of(topic, envelope.conversation);
+    let partition = agdx::routing::partition_of(topic, envelope.conversation);
     fabric
         .log
         .append(
