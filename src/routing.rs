@@ -29,7 +29,6 @@ pub fn partition_for_key(key: &[u8], partitions: u32) -> u32 {
 }
 
 /// The partition of `topic` that records of `conversation` land in.
-
 pub fn partition_of(topic: &TopicInfo, conversation: ConversationId) -> u32 {
     partition_for_key(conversation.to_string().as_bytes(), topic.partitions)
 }

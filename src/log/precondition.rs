@@ -16,7 +16,6 @@ use super::{LogError, OutgoingRecord, TopicInfo};
 /// ([`super::Log::max_record_bytes`]): at least one record, each with 1 to
 /// `max_record_bytes` bytes of payload and headers within the shared
 /// limits, and a partition the topic has.
-
 pub fn check_append(
     topic: &TopicInfo,
     partition: u32,
