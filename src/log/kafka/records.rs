@@ -228,7 +228,11 @@ pub(crate) fn from_message(
     };
     Ok(LogRecord {
         position,
-        timestamp_micros: u64::try_from(millis).unwrap_or_default() * 1000,
+        // Any producer sets CreateTime: a time before 1970 reads as 1970,
+        // one past what microseconds in a u64 hold as the latest there is.
+        timestamp_micros: u64::try_from(millis)
+            .unwrap_or_default()
+            .saturating_mul(1000),
         headers,
         payload: Bytes::copy_from_slice(message.payload().unwrap_or_default()),
     })
