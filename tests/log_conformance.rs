@@ -3,6 +3,7 @@
 
 mod support;
 
+use std::num::NonZeroU32;
 use std::time::Duration;
 
 use agdx::log::{LogError, OutgoingRecord, SharedLog, TopicInfo, partition_for_key};
@@ -72,14 +73,25 @@ fn partition_for_key_is_xxhash32_mod_partitions() {
     for (key, hash) in vectors {
         for partitions in [1, 2, 3, 8, 16, 1000] {
             assert_eq!(
-                partition_for_key(key, partitions),
+                partition_for_key(key, count(partitions)),
                 hash % partitions,
                 "key {key:?}, {partitions} partitions"
             );
         }
     }
-    assert_eq!(partition_for_key(b"01J0Y1ZAG00000000000000002", 8), 1);
-    assert_eq!(partition_for_key(b"01HZX3V5M8Q4R7T2W9YBCDEFGH", 8), 2);
+    assert_eq!(
+        partition_for_key(b"01J0Y1ZAG00000000000000002", count(8)),
+        1
+    );
+    assert_eq!(
+        partition_for_key(b"01HZX3V5M8Q4R7T2W9YBCDEFGH", count(8)),
+        2
+    );
+}
+
+/// A partition count of the tests (never 0).
+fn count(partitions: u32) -> NonZeroU32 {
+    NonZeroU32::new(partitions).expect("at least one partition")
 }
 
 async fn check_append_poll_order(Subject { log, stream, .. }: Subject) {
@@ -91,7 +103,7 @@ async fn check_append_poll_order(Subject { log, stream, .. }: Subject) {
         (
             topic.stream.as_str(),
             topic.topic.as_str(),
-            topic.partitions
+            topic.partitions.get()
         ),
         (stream.as_str(), "orders", 3)
     );
@@ -273,7 +285,7 @@ async fn check_keyed_partition(Subject { log, stream, .. }: Subject) {
         "01JABCDEFGHJKMNPQRSTVWXYZ0",
     ];
     for conversation in conversations {
-        let partition = partition_for_key(conversation.as_bytes(), partitions);
+        let partition = partition_for_key(conversation.as_bytes(), topic.partitions);
         for _ in 0..2 {
             log.append(&topic, partition, vec![record(conversation)])
                 .await
@@ -284,7 +296,7 @@ async fn check_keyed_partition(Subject { log, stream, .. }: Subject) {
         let got = texts(&drain(log.as_ref(), &topic, partition, 0, 100).await);
         let expected: Vec<&str> = conversations
             .iter()
-            .filter(|c| partition_for_key(c.as_bytes(), partitions) == partition)
+            .filter(|c| partition_for_key(c.as_bytes(), topic.partitions) == partition)
             .flat_map(|c| [*c, *c])
             .collect();
         assert_eq!(got, expected, "partition {partition}");
@@ -293,7 +305,7 @@ async fn check_keyed_partition(Subject { log, stream, .. }: Subject) {
 
 /// Appends `per_partition` records `p<partition>-<n>` to every partition.
 async fn fill(log: &SharedLog, topic: &TopicInfo, per_partition: u64) {
-    for partition in 0..topic.partitions {
+    for partition in 0..topic.partitions.get() {
         let records = (0..per_partition)
             .map(|n| record(format!("p{partition}-{n}")))
             .collect();
@@ -607,7 +619,7 @@ async fn check_typed_errors(Subject { log, stream, .. }: Subject) {
         topic: "nowhere".into(),
         stream_id: u32::MAX - 7,
         topic_id: 1,
-        partitions: 1,
+        partitions: NonZeroU32::MIN,
     };
     let append = log.append(&missing, 0, vec![record("x")]).await;
     assert!(

@@ -615,7 +615,7 @@ impl PingPong {
         let mut tasks = Vec::with_capacity(options.concurrency);
         for i in 0..options.concurrency {
             let count = share(options, i as u64);
-            let partitions = pair_partitions(i, options.concurrency, self.ping.partitions);
+            let partitions = pair_partitions(i, options.concurrency, self.ping.partitions.get());
             let from = |side: fn(&(u64, u64)) -> u64| -> Vec<u64> {
                 partitions
                     .iter()

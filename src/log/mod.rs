@@ -14,6 +14,7 @@
 //! store/read a group's committed offset. Acknowledgement **is** an offset
 //! commit; there is no ack, nack or visibility timeout.
 
+use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -37,8 +38,6 @@ pub use partition::partition_for_key;
 pub use spec::{DEFAULT_LOG, LogSpec, LogSpecError};
 
 /// A resolved topic: names and the numeric ids the log gave them.
-///
-/// The backends hand out only topics with at least one partition.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct TopicInfo {
     /// The stream's name.
@@ -49,34 +48,55 @@ pub struct TopicInfo {
     pub stream_id: u32,
     /// The topic's number within its stream, given by the log.
     pub topic_id: u32,
-    /// How many partitions the topic has, numbered from 0.
-    pub partitions: u32,
+    /// How many partitions the topic has, numbered from 0: at least one,
+    /// so every key has a partition ([`partition_for_key`]).
+    ///
+    /// ```compile_fail,E0308
+    /// # use agdx::log::TopicInfo;
+    /// let empty = TopicInfo {
+    ///     stream: "s".into(),
+    ///     topic: "t".into(),
+    ///     stream_id: 1,
+    ///     topic_id: 1,
+    ///     partitions: 0,
+    /// };
+    /// ```
+    pub partitions: NonZeroU32,
 }
 
 impl TopicInfo {
-    /// Refuses a topic without partitions (another Iggy client can make
-    /// one): nothing could be appended to it, and [`partition_for_key`]
-    /// needs at least one partition.
-    pub(crate) fn check_has_partitions(&self) -> Result<(), LogError> {
-        if self.partitions == 0 {
-            return Err(LogError::NoPartitions {
-                stream: self.stream.clone(),
-                topic: self.topic.clone(),
-            });
+    /// The topic as a log reports it, refused as
+    /// [`LogError::NoPartitions`] when it has no partitions (another client
+    /// of a server can make one): nothing could be appended to it.
+    pub(crate) fn resolved(
+        stream: String,
+        topic: String,
+        stream_id: u32,
+        topic_id: u32,
+        partitions: u32,
+    ) -> Result<Self, LogError> {
+        match NonZeroU32::new(partitions) {
+            Some(partitions) => Ok(Self {
+                stream,
+                topic,
+                stream_id,
+                topic_id,
+                partitions,
+            }),
+            None => Err(LogError::NoPartitions { stream, topic }),
         }
-        Ok(())
     }
 
     /// Refuses a partition outside the topic.
     pub(crate) fn check_partition(&self, partition: u32) -> Result<(), LogError> {
-        if partition < self.partitions {
+        if partition < self.partitions.get() {
             return Ok(());
         }
         Err(LogError::NoSuchPartition {
             stream: self.stream.clone(),
             topic: self.topic.clone(),
             partition,
-            partitions: self.partitions,
+            partitions: self.partitions.get(),
         })
     }
 

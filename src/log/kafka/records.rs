@@ -63,15 +63,20 @@ pub(crate) fn name_id(name: &str) -> u32 {
     xxhash_rust::xxh32::xxh32(name.as_bytes(), 0)
 }
 
-/// The resolved topic `topic` of `stream` with `partitions` partitions.
-pub(crate) fn topic_info(stream: &str, topic: &str, partitions: u32) -> TopicInfo {
-    TopicInfo {
-        stream: stream.to_owned(),
-        topic: topic.to_owned(),
-        stream_id: name_id(stream),
-        topic_id: name_id(topic),
+/// The resolved topic `topic` of `stream` with `partitions` partitions
+/// ([`LogError::NoPartitions`] when it has none).
+pub(crate) fn topic_info(
+    stream: &str,
+    topic: &str,
+    partitions: u32,
+) -> Result<TopicInfo, LogError> {
+    TopicInfo::resolved(
+        stream.to_owned(),
+        topic.to_owned(),
+        name_id(stream),
+        name_id(topic),
         partitions,
-    }
+    )
 }
 
 /// A partition number as Kafka writes it.
@@ -359,7 +364,8 @@ mod tests {
         assert!(topic_name("agents", "a b").is_err());
         assert!(topic_name("", "t").is_err());
         assert!(topic_name(&"s".repeat(200), &"t".repeat(49)).is_err());
-        let info = topic_info("agents", "agent.commands", 8);
+        let info = topic_info("agents", "agent.commands", 8).unwrap();
+        assert!(topic_info("agents", "agent.commands", 0).is_err());
         assert_eq!(info.stream_id, name_id("agents"));
         assert_ne!(info.stream_id, info.topic_id);
     }
