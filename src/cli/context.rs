@@ -114,13 +114,15 @@ impl Global {
     /// Opens the log, connecting within [`Global::connect_limit`].
     pub async fn open(&self) -> Result<SharedLog, Failure> {
         let spec = self.spec()?;
-        spec.open_within(self.connect_limit).await.map_err(|error| match error {
-            LogError::Damaged { .. } => Failure::with_code(
-                format!("{error}; `agdx check --log {spec}` names everything damaged"),
-                EXIT_DAMAGED,
-            ),
-            other => other.into(),
-        })
+        spec.open_within(self.connect_limit)
+            .await
+            .map_err(|error| match error {
+                LogError::Damaged { .. } => Failure::with_code(
+                    format!("{error}; `agdx check --log {spec}` names everything damaged"),
+                    EXIT_DAMAGED,
+                ),
+                other => other.into(),
+            })
     }
 
     /// Opens the log and the agent topology, creating what is missing, so a
