@@ -7,7 +7,7 @@
 //! | --- | --- | --- |
 //! | `agdx_worker_records_total` | counter | `agent`, `outcome` (handled, deduplicated, skipped, unsupported, dead_lettered) |
 //! | `agdx_worker_retries_total` | counter | `agent` |
-//! | `agdx_worker_handler_seconds` | histogram | `agent`, `operation` |
+//! | `agdx_worker_handler_seconds` | histogram | `agent`, `operation`: a registered operation, or [`OTHER_OPERATION`] for every command a fallback handler took |
 //! | `agdx_worker_commit_lag` | gauge | `agent`, `partition`: records on the log after the group's committed offset |
 //! | `agdx_ask_reply_seconds` | histogram | `target`: send to first terminal reply |
 //! | `agdx_ask_timeouts_total` | counter | `target` |
@@ -27,6 +27,13 @@ pub const ASK_REPLY_SECONDS: &str = "agdx_ask_reply_seconds";
 /// Asks that timed out.
 pub const ASK_TIMEOUTS: &str = "agdx_ask_timeouts_total";
 
+/// The `operation` label of a command a fallback handler took. Its
+/// operation is whatever the sender wrote, so naming it would let any
+/// sender add series without bound; the label names only the operations
+/// registered with [`Worker::handle`](crate::worker::Worker::handle), and
+/// this one stands for all the others.
+pub const OTHER_OPERATION: &str = "other";
+
 pub(crate) fn record_outcome(agent: &str, outcome: &'static str) {
     metrics::counter!(WORKER_RECORDS, "agent" => agent.to_owned(), "outcome" => outcome)
         .increment(1);
@@ -36,11 +43,12 @@ pub(crate) fn retry(agent: &str) {
     metrics::counter!(WORKER_RETRIES, "agent" => agent.to_owned()).increment(1);
 }
 
-pub(crate) fn handler_time(agent: &str, operation: Option<&str>, took: Duration) {
+/// `operation`: a registered operation or [`OTHER_OPERATION`].
+pub(crate) fn handler_time(agent: &str, operation: &str, took: Duration) {
     metrics::histogram!(
         WORKER_HANDLER_SECONDS,
         "agent" => agent.to_owned(),
-        "operation" => operation.unwrap_or("").to_owned()
+        "operation" => operation.to_owned()
     )
     .record(took.as_secs_f64());
 }

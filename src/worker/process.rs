@@ -93,6 +93,15 @@ impl Handlers {
             .cloned()
     }
 
+    /// The `operation` label of the metrics for `operation`: itself when a
+    /// handler is registered for it, else [`crate::metrics::OTHER_OPERATION`].
+    fn metric_label(&self, operation: Option<&str>) -> String {
+        match operation {
+            Some(op) if self.by_operation.contains_key(op) => op.to_owned(),
+            _ => crate::metrics::OTHER_OPERATION.to_owned(),
+        }
+    }
+
     /// The handled operations, sorted.
     pub fn operations(&self) -> Vec<String> {
         let mut ops: Vec<String> = self.by_operation.keys().cloned().collect();
@@ -305,6 +314,7 @@ impl Processor {
             content_type
         };
         // 8. run the handler, retrying retryable failures
+        let operation_label = self.handlers.metric_label(envelope.operation.as_deref());
         let recorder = Arc::new(Mutex::new(Vec::new()));
         let mut request = Request {
             envelope,
@@ -329,7 +339,7 @@ impl Processor {
             &mut request,
             &self.retry,
             &heartbeat,
-            self.agent.as_str(),
+            (self.agent.as_str(), &operation_label),
         )
         .await;
         let streamed = request.streamed();
