@@ -1,5 +1,6 @@
 //! AGDX runtime: agents and services exchanging typed CBOR envelopes over a
-//! durable, partitioned log (an embedded local log or Apache Iggy).
+//! durable, partitioned log (an embedded local log, Apache Iggy or a
+//! Kafka-protocol cluster).
 //!
 //! The pieces, from the bottom up:
 //!

@@ -36,8 +36,9 @@ use context::{Global, block_on};
 #[derive(Debug, Parser)]
 #[command(name = "agdx", version, about, long_about = None, propagate_version = true)]
 pub struct Cli {
-    /// Which log to use: `embedded:PATH` (a local directory, the default) or
-    /// `iggy://USER:PASSWORD@HOST:PORT` (an Apache Iggy server).
+    /// Which log to use: `embedded:PATH` (a local directory, the default),
+    /// `iggy://USER:PASSWORD@HOST:PORT` (an Apache Iggy server) or
+    /// `kafka://HOST:PORT[,HOST:PORT...]` (a Kafka-protocol cluster).
     #[arg(long, global = true, env = "AGDX_LOG", default_value = agdx::log::DEFAULT_LOG)]
     pub log: String,
 
