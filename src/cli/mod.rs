@@ -67,7 +67,7 @@ pub enum Command {
     Worker(worker::WorkerArgs),
     /// Print records as JSON lines (all agent topics, or one; optionally one conversation; --follow to keep going).
     Tail(tail::TailArgs),
-    /// The agents with a live worker (fresh agent cards): operations, members, last seen.
+    /// The agents with a live worker (fresh agent cards): operations, members, last seen (or --json).
     Agents(agents::AgentsArgs),
     /// One conversation's records in log order, for people (or --json).
     Timeline(timeline::TimelineArgs),

@@ -232,6 +232,19 @@ pub fn texts(records: &[LogRecord]) -> Vec<String> {
         .collect()
 }
 
+/// The objects of a command's `--json` output: one JSON object a line.
+pub fn json_lines(stdout: &str) -> Vec<serde_json::Value> {
+    stdout
+        .lines()
+        .map(
+            |line| match serde_json::from_str::<serde_json::Value>(line) {
+                Ok(object) if object.is_object() => object,
+                _ => panic!("not a JSON object on its line: {line:?} in {stdout}"),
+            },
+        )
+        .collect()
+}
+
 /// The records of a partition from offset `from` on, read `chunk` at a time
 /// until a poll comes back empty.
 pub async fn drain(
