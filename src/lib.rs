@@ -29,7 +29,6 @@
 #![warn(missing_docs)]
 
 mod ask;
-pub mod bench;
 mod blob;
 pub mod bridge;
 pub mod cards;
@@ -52,7 +51,7 @@ pub mod trust;
 pub mod worker;
 
 pub use agdx_wire as wire;
-pub use ask::{Answer, AskError, Reply, ReplyEvent, ReplyWatch, Requester};
+pub use ask::{Answer, AskError, READER_LINGER, Reply, ReplyEvent, ReplyWatch, Requester};
 pub use blob::{BlobError, BlobStore, DirBlobStore};
 pub use claim_check::{ClaimCheck, ClaimCheckError, DEFAULT_CLAIM_CHECK_THRESHOLD};
 pub use clock::{Clock, ManualClock, SharedClock, SystemClock, system_clock};
