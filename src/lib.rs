@@ -25,6 +25,13 @@
 //!
 //! Time enters through a [`Clock`], so deadline logic is testable without
 //! sleeping ([`ManualClock`]).
+//!
+//! Cargo features choose what is built in: the backends `embedded`,
+//! `iggy` and `kafka`; the bridges `bridge-axon`, `bridge-ax-ipc` and
+//! `bridge-ioa`; `metrics` (the Prometheus exporter); and `cli`, the `agdx`
+//! binary with all of them. The default features are `embedded` and `cli`;
+//! `default-features = false, features = ["embedded"]` is the embedded log
+//! alone.
 
 #![warn(missing_docs)]
 

@@ -1,7 +1,8 @@
 //! Counters and latencies, through the `metrics` facade: nothing is
-//! recorded until a program installs a recorder (`agdx worker --metrics
-//! ADDR` installs the Prometheus exporter). Every name is here, in one
-//! place.
+//! recorded until a program installs a recorder, any the facade takes.
+//! With the `metrics` feature, [`serve_prometheus`] installs the Prometheus
+//! exporter (as `agdx worker --metrics ADDR` does). Every name is here, in
+//! one place.
 //!
 //! | name | kind | labels |
 //! | --- | --- | --- |
@@ -33,6 +34,34 @@ pub const ASK_TIMEOUTS: &str = "agdx_ask_timeouts_total";
 /// registered with [`Worker::handle`](crate::worker::Worker::handle), and
 /// this one stands for all the others.
 pub const OTHER_OPERATION: &str = "other";
+
+/// Why [`serve_prometheus`] could not start.
+#[cfg(feature = "metrics")]
+#[derive(Debug, thiserror::Error)]
+#[error("cannot serve metrics on {addr}: {source}")]
+pub struct ServeError {
+    /// The address asked for.
+    pub addr: std::net::SocketAddr,
+    /// What the exporter said: the address is taken, or a recorder is
+    /// installed already.
+    #[source]
+    pub source: Box<dyn std::error::Error + Send + Sync>,
+}
+
+/// Installs the Prometheus exporter as the process's recorder and serves
+/// every metric above in the Prometheus text format on `addr`
+/// (`GET /metrics`). Called within a Tokio runtime, the listener is one of
+/// its tasks; elsewhere it runs on a thread of its own.
+#[cfg(feature = "metrics")]
+pub fn serve_prometheus(addr: std::net::SocketAddr) -> Result<(), ServeError> {
+    metrics_exporter_prometheus::PrometheusBuilder::new()
+        .with_http_listener(addr)
+        .install()
+        .map_err(|e| ServeError {
+            addr,
+            source: Box::new(e),
+        })
+}
 
 pub(crate) fn record_outcome(agent: &str, outcome: &'static str) {
     metrics::counter!(WORKER_RECORDS, "agent" => agent.to_owned(), "outcome" => outcome)

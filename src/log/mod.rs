@@ -2,7 +2,8 @@
 //!
 //! Three backends implement [`Log`]: the embedded log (a local SQLite-backed
 //! directory, the zero-setup default), Apache Iggy (production, one node)
-//! and Kafka-protocol clusters (several brokers). Nothing above this module
+//! and Kafka-protocol clusters (several brokers), each built in by the
+//! Cargo feature of its module's name. Nothing above this module
 //! knows which one it has. Records are addressed exactly
 //! like Iggy addresses them: numeric stream id, topic id, partition id
 //! (0-based) and per-partition offset from 0, each with a server-side
@@ -24,18 +25,26 @@ use bytes::Bytes;
 
 pub mod check;
 mod damage;
+#[cfg(feature = "embedded")]
 pub mod embedded;
 mod error;
+#[cfg(any(feature = "embedded", feature = "iggy", feature = "kafka"))]
 mod headers;
+#[cfg(feature = "iggy")]
 pub mod iggy;
+#[cfg(feature = "kafka")]
 pub mod kafka;
 mod partition;
+#[cfg(any(feature = "embedded", feature = "iggy", feature = "kafka"))]
 mod spec;
 
 pub use damage::Damage;
 pub use error::LogError;
 pub use partition::partition_for_key;
-pub use spec::{DEFAULT_LOG, LogSpec, LogSpecError};
+#[cfg(feature = "embedded")]
+pub use spec::DEFAULT_LOG;
+#[cfg(any(feature = "embedded", feature = "iggy", feature = "kafka"))]
+pub use spec::{LogSpec, LogSpecError};
 
 /// A resolved topic: names and the numeric ids the log gave them.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -68,6 +77,7 @@ impl TopicInfo {
     /// The topic as a log reports it, refused as
     /// [`LogError::NoPartitions`] when it has no partitions (another client
     /// of a server can make one): nothing could be appended to it.
+    #[cfg(any(feature = "embedded", feature = "iggy", feature = "kafka"))]
     pub(crate) fn resolved(
         stream: String,
         topic: String,
@@ -88,6 +98,7 @@ impl TopicInfo {
     }
 
     /// Refuses a partition outside the topic.
+    #[cfg(any(feature = "embedded", feature = "iggy", feature = "kafka"))]
     pub(crate) fn check_partition(&self, partition: u32) -> Result<(), LogError> {
         if partition < self.partitions.get() {
             return Ok(());
@@ -345,8 +356,9 @@ pub trait GroupMember: Send + Sync {
 pub type SharedLog = Arc<dyn Log>;
 
 /// A poll stops adding records once their payloads reach this many bytes
-/// (it always returns at least one record when one is there); the same on
-/// every backend.
+/// (it always returns at least one record when one is there); on the
+/// embedded log and on Iggy (the Kafka backend does not apply it).
+#[cfg(any(feature = "embedded", feature = "iggy"))]
 pub(crate) const POLL_BYTES_BUDGET: usize = 64 * 1024 * 1024;
 
 /// How long connecting to a log server (Iggy, Kafka) may take unless the
@@ -359,6 +371,7 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 pub const DEFAULT_POLL_WAIT: Duration = Duration::from_millis(200);
 
 /// Refuses a poll for no records, the same way on every backend.
+#[cfg(any(feature = "embedded", feature = "iggy", feature = "kafka"))]
 pub(crate) fn check_poll_max(max: u32) -> Result<(), LogError> {
     if max == 0 {
         return Err(LogError::InvalidInput(
