@@ -34,6 +34,9 @@
 //! alone.
 
 #![warn(missing_docs)]
+// Unsafe code only where a dependency leaves no other way, each block
+// allowed where it is, with its SAFETY comment.
+#![deny(unsafe_code)]
 
 mod ask;
 mod blob;

@@ -549,6 +549,7 @@ async fn cpu_share(interval: Duration, work: impl std::future::Future<Output = (
 }
 
 /// The CPU time (user and system) of this process so far, every thread.
+#[allow(unsafe_code, reason = "std does not report a process's CPU time")]
 fn process_cpu() -> Duration {
     // SAFETY: getrusage only writes the struct it is given.
     let usage = unsafe {

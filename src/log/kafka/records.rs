@@ -178,6 +178,10 @@ pub(crate) fn typed_headers<'a>(
 ///
 /// Read through librdkafka directly: rdkafka's `Headers` API panics on a
 /// header name that is not UTF-8, and any Kafka client can write one.
+#[allow(
+    unsafe_code,
+    reason = "rdkafka offers no safe way to read raw header names"
+)]
 fn raw_headers<'a>(message: &'a BorrowedMessage<'a>) -> Vec<(&'a [u8], Option<&'a [u8]>)> {
     use rdkafka::bindings as rd;
     let mut headers: *mut rd::rd_kafka_headers_t = std::ptr::null_mut();
@@ -200,9 +204,11 @@ fn raw_headers<'a>(message: &'a BorrowedMessage<'a>) -> Vec<(&'a [u8], Option<&'
         if got != rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR || name.is_null() {
             break;
         }
-        // SAFETY: librdkafka keeps names NUL-terminated and values `size`
-        // bytes long, alive as long as the message.
+        // SAFETY: librdkafka keeps names NUL-terminated (and `name` is not
+        // null), alive as long as the message.
         let name = unsafe { std::ffi::CStr::from_ptr(name) }.to_bytes();
+        // SAFETY: a value that is not null is `size` bytes long, alive as
+        // long as the message.
         let value = (!value.is_null())
             .then(|| unsafe { std::slice::from_raw_parts(value.cast::<u8>(), size) });
         out.push((name, value));
