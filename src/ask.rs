@@ -228,8 +228,9 @@ impl ReplyEvent {
     }
 }
 
-/// How long a reply reader goes on once nobody waits on its partition.
-pub(crate) const READER_LINGER: Duration = Duration::from_secs(1);
+/// How long a reply reader goes on once nobody waits on its partition:
+/// after it, a requester that asks nothing reads nothing.
+pub const READER_LINGER: Duration = Duration::from_secs(1);
 
 /// Who waits for which correlation, and on which reply partition.
 type Waiters = DashMap<CorrelationId, Waiter>;

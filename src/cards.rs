@@ -230,7 +230,7 @@ impl LiveAgents {
         log: &SharedLog,
         registry: &TopicInfo,
     ) -> Result<(), LogError> {
-        for partition in 0..registry.partitions {
+        for partition in 0..registry.partitions.get() {
             let mut next = self.next.get(&partition).copied().unwrap_or(0);
             loop {
                 let batch = match log

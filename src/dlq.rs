@@ -104,7 +104,7 @@ pub(crate) async fn fit_to_log(
 /// to: the partition the poison record sat in (modulo the DLQ's partition
 /// count), so one conversation's dead letters stay in order.
 pub fn dead_letter_record(dlq: &TopicInfo, capsule: &DeadLetter) -> (u32, OutgoingRecord) {
-    let partition = capsule.source.partition % dlq.partitions.max(1);
+    let partition = capsule.source.partition % dlq.partitions;
     (partition, capsule_record(capsule.encode()))
 }
 

@@ -1,5 +1,6 @@
 //! AGDX runtime: agents and services exchanging typed CBOR envelopes over a
-//! durable, partitioned log (an embedded local log or Apache Iggy).
+//! durable, partitioned log (an embedded local log, Apache Iggy or a
+//! Kafka-protocol cluster).
 //!
 //! The pieces, from the bottom up:
 //!
@@ -28,11 +29,20 @@
 //!
 //! Time enters through a [`Clock`], so deadline logic is testable without
 //! sleeping ([`ManualClock`]).
+//!
+//! Cargo features choose what is built in: the backends `embedded`,
+//! `iggy` and `kafka`; the bridges `bridge-axon`, `bridge-ax-ipc` and
+//! `bridge-ioa`; `metrics` (the Prometheus exporter); and `cli`, the `agdx`
+//! binary with all of them. The default features are `embedded` and `cli`;
+//! `default-features = false, features = ["embedded"]` is the embedded log
+//! alone.
 
 #![warn(missing_docs)]
+// Unsafe code only where a dependency leaves no other way, each block
+// allowed where it is, with its SAFETY comment.
+#![deny(unsafe_code)]
 
 mod ask;
-pub mod bench;
 mod blob;
 pub mod bridge;
 pub mod cards;
@@ -58,7 +68,7 @@ pub mod trust;
 pub mod worker;
 
 pub use agdx_wire as wire;
-pub use ask::{Answer, AskError, Reply, ReplyEvent, ReplyWatch, Requester};
+pub use ask::{Answer, AskError, READER_LINGER, Reply, ReplyEvent, ReplyWatch, Requester};
 pub use blob::{BlobError, BlobStore, DirBlobStore};
 pub use claim_check::{ClaimCheck, ClaimCheckError, DEFAULT_CLAIM_CHECK_THRESHOLD};
 pub use clock::{Clock, ManualClock, SharedClock, SystemClock, system_clock};

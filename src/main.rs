@@ -1,5 +1,9 @@
 //! The `agdx` command line: wire tools, the log, workers and requests.
 
+// Unsafe code only where a dependency leaves no other way, each block
+// allowed where it is, with its SAFETY comment.
+#![deny(unsafe_code)]
+
 use std::process::ExitCode;
 
 use tracing_subscriber::prelude::*;

@@ -1,13 +1,14 @@
 //! Counters and latencies, through the `metrics` facade: nothing is
-//! recorded until a program installs a recorder (`agdx worker --metrics
-//! ADDR` installs the Prometheus exporter). Every name is here, in one
-//! place.
+//! recorded until a program installs a recorder, any the facade takes.
+//! With the `metrics` feature, [`serve_prometheus`] installs the Prometheus
+//! exporter (as `agdx worker --metrics ADDR` does). Every name is here, in
+//! one place.
 //!
 //! | name | kind | labels |
 //! | --- | --- | --- |
 //! | `agdx_worker_records_total` | counter | `agent`, `outcome` (handled, deduplicated, skipped, unsupported, dead_lettered) |
 //! | `agdx_worker_retries_total` | counter | `agent` |
-//! | `agdx_worker_handler_seconds` | histogram | `agent`, `operation` |
+//! | `agdx_worker_handler_seconds` | histogram | `agent`, `operation`: a registered operation, or [`OTHER_OPERATION`] for every command a fallback handler took |
 //! | `agdx_worker_commit_lag` | gauge | `agent`, `partition`: records on the log after the group's committed offset |
 //! | `agdx_ask_reply_seconds` | histogram | `target`: send to first terminal reply |
 //! | `agdx_ask_timeouts_total` | counter | `target` |
@@ -27,6 +28,41 @@ pub const ASK_REPLY_SECONDS: &str = "agdx_ask_reply_seconds";
 /// Asks that timed out.
 pub const ASK_TIMEOUTS: &str = "agdx_ask_timeouts_total";
 
+/// The `operation` label of a command a fallback handler took. Its
+/// operation is whatever the sender wrote, so naming it would let any
+/// sender add series without bound; the label names only the operations
+/// registered with [`Worker::handle`](crate::worker::Worker::handle), and
+/// this one stands for all the others.
+pub const OTHER_OPERATION: &str = "other";
+
+/// Why [`serve_prometheus`] could not start.
+#[cfg(feature = "metrics")]
+#[derive(Debug, thiserror::Error)]
+#[error("cannot serve metrics on {addr}: {source}")]
+pub struct ServeError {
+    /// The address asked for.
+    pub addr: std::net::SocketAddr,
+    /// What the exporter said: the address is taken, or a recorder is
+    /// installed already.
+    #[source]
+    pub source: Box<dyn std::error::Error + Send + Sync>,
+}
+
+/// Installs the Prometheus exporter as the process's recorder and serves
+/// every metric above in the Prometheus text format on `addr`
+/// (`GET /metrics`). Called within a Tokio runtime, the listener is one of
+/// its tasks; elsewhere it runs on a thread of its own.
+#[cfg(feature = "metrics")]
+pub fn serve_prometheus(addr: std::net::SocketAddr) -> Result<(), ServeError> {
+    metrics_exporter_prometheus::PrometheusBuilder::new()
+        .with_http_listener(addr)
+        .install()
+        .map_err(|e| ServeError {
+            addr,
+            source: Box::new(e),
+        })
+}
+
 pub(crate) fn record_outcome(agent: &str, outcome: &'static str) {
     metrics::counter!(WORKER_RECORDS, "agent" => agent.to_owned(), "outcome" => outcome)
         .increment(1);
@@ -36,11 +72,12 @@ pub(crate) fn retry(agent: &str) {
     metrics::counter!(WORKER_RETRIES, "agent" => agent.to_owned()).increment(1);
 }
 
-pub(crate) fn handler_time(agent: &str, operation: Option<&str>, took: Duration) {
+/// `operation`: a registered operation or [`OTHER_OPERATION`].
+pub(crate) fn handler_time(agent: &str, operation: &str, took: Duration) {
     metrics::histogram!(
         WORKER_HANDLER_SECONDS,
         "agent" => agent.to_owned(),
-        "operation" => operation.unwrap_or("").to_owned()
+        "operation" => operation.to_owned()
     )
     .record(took.as_secs_f64());
 }

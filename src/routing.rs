@@ -8,6 +8,8 @@
 //! one idempotency key, the cards and control facts of one agent) in one
 //! partition. Nothing here reads or writes the log.
 
+use std::num::NonZeroU32;
+
 use agdx_wire::{AgentId, ConversationId, IdempotencyKey};
 
 use crate::log::TopicInfo;
@@ -18,13 +20,11 @@ use crate::log::TopicInfo;
 /// display string as the key ([`partition_of`]).
 ///
 /// ```
-/// assert!(agdx::routing::partition_for_key(b"01J0Y1ZAG00000000000000002", 8) < 8);
+/// use std::num::NonZeroU32;
+/// let eight = NonZeroU32::new(8).unwrap();
+/// assert!(agdx::routing::partition_for_key(b"01J0Y1ZAG00000000000000002", eight) < 8);
 /// ```
-///
-/// # Panics
-/// When `partitions` is 0 (a topic always has at least one partition).
-pub fn partition_for_key(key: &[u8], partitions: u32) -> u32 {
-    assert!(partitions > 0, "a topic has at least one partition");
+pub fn partition_for_key(key: &[u8], partitions: NonZeroU32) -> u32 {
     xxhash_rust::xxh32::xxh32(key, 0) % partitions
 }
 
@@ -98,13 +98,25 @@ mod tests {
         for (key, hash) in vectors {
             for partitions in [1, 2, 3, 8, 16, 1000] {
                 assert_eq!(
-                    partition_for_key(key, partitions),
+                    partition_for_key(key, NonZeroU32::new(partitions).expect("not 0")),
                     hash % partitions,
                     "key {key:?}, {partitions} partitions"
                 );
             }
         }
-        assert_eq!(partition_for_key(b"01J0Y1ZAG00000000000000002", 8), 1);
-        assert_eq!(partition_for_key(b"01HZX3V5M8Q4R7T2W9YBCDEFGH", 8), 2);
+        assert_eq!(
+            partition_for_key(
+                b"01J0Y1ZAG00000000000000002",
+                NonZeroU32::new(8).expect("not 0")
+            ),
+            1
+        );
+        assert_eq!(
+            partition_for_key(
+                b"01HZX3V5M8Q4R7T2W9YBCDEFGH",
+                NonZeroU32::new(8).expect("not 0")
+            ),
+            2
+        );
     }
 }

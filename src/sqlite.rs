@@ -47,6 +47,7 @@ pub(crate) fn is_busy(error: &rusqlite::Error) -> bool {
 
 /// Whether `error` says the database file is damaged: SQLite found it
 /// malformed (`SQLITE_CORRUPT`) or not a database at all (`SQLITE_NOTADB`).
+#[cfg(feature = "embedded")]
 pub(crate) fn is_damage(error: &rusqlite::Error) -> bool {
     matches!(error, rusqlite::Error::SqliteFailure(e, _)
         if matches!(e.code, rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase))
@@ -54,6 +55,7 @@ pub(crate) fn is_damage(error: &rusqlite::Error) -> bool {
 
 /// Whether `error` is `SQLITE_FULL`: the disk (or the file system's quota)
 /// has no room for the write.
+#[cfg(feature = "embedded")]
 pub(crate) fn is_full(error: &rusqlite::Error) -> bool {
     matches!(error, rusqlite::Error::SqliteFailure(e, _) if e.code == rusqlite::ErrorCode::DiskFull)
 }

@@ -21,15 +21,20 @@
 //! producer has it stamp every record
 //! ([`Producer::with_bridge_hop`](crate::Producer::with_bridge_hop)).
 //!
-//! One module per edge protocol:
-//! - [`axon`]: AXON peers over QUIC with mutual TLS (`agdx bridge axon`).
-//! - [`ax_ipc`]: the AX host's IPC (length-prefixed JSON over a Unix
-//!   socket, and `POST /internal/ipc` over HTTP).
-//! - [`ioa`]: an IOA server (spaces, nodes, the message graph, SSE, MCP
-//!   tools) whose only store is the log.
+//! One module per edge protocol, each built in by its Cargo feature:
+//! - `axon` (feature `bridge-axon`): AXON peers over QUIC with mutual TLS
+//!   (`agdx bridge axon`).
+//! - `ax_ipc` (feature `bridge-ax-ipc`): the AX host's IPC
+//!   (length-prefixed JSON over a Unix socket, and `POST /internal/ipc`
+//!   over HTTP).
+//! - `ioa` (feature `bridge-ioa`): an IOA server (spaces, nodes, the
+//!   message graph, SSE, MCP tools) whose only store is the log.
 
+#[cfg(feature = "bridge-ax-ipc")]
 pub mod ax_ipc;
+#[cfg(feature = "bridge-axon")]
 pub mod axon;
+#[cfg(feature = "bridge-ioa")]
 pub mod ioa;
 
 use agdx_wire::Metadata;

@@ -8,6 +8,7 @@ use agdx::cards::{LiveAgent, LiveAgents};
 use agdx::{Clock, SystemClock};
 
 use super::context::{Failure, Global};
+use super::tail::timestamp;
 use super::view::{human_micros, printable};
 
 /// Lists every agent with a fresh card on agent.registry: the operations
@@ -22,6 +23,11 @@ pub struct AgentsArgs {
     /// With --watch: how often to look again.
     #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = super::context::parse_duration)]
     pub every: Duration,
+
+    /// One JSON object per line instead of the table: agent, operations,
+    /// members, last_seen, expires.
+    #[arg(long, conflicts_with = "watch")]
+    pub json: bool,
 }
 
 pub async fn run(global: &Global, args: AgentsArgs) -> Result<(), Failure> {
@@ -32,14 +38,27 @@ pub async fn run(global: &Global, args: AgentsArgs) -> Result<(), Failure> {
         let now = SystemClock.now_micros();
         let live = agents.live(now);
         if args.watch {
-            println!("— {} —", super::tail::timestamp(now));
+            println!("— {} —", timestamp(now));
         }
-        if live.is_empty() {
-            println!(
+        let none = || {
+            format!(
                 "no live agents on {} (stream '{}'); start a worker with `agdx worker --agent NAME ...`",
                 log.describe(),
                 global.stream
-            );
+            )
+        };
+        if args.json {
+            // Standard output holds only the objects.
+            if live.is_empty() {
+                eprintln!("agdx: {}", none());
+            }
+            for agent in &live {
+                println!("{}", agent_json(agent));
+            }
+            return Ok(());
+        }
+        if live.is_empty() {
+            println!("{}", none());
         } else {
             print!("{}", table(&live, now));
         }
@@ -48,6 +67,17 @@ pub async fn run(global: &Global, args: AgentsArgs) -> Result<(), Failure> {
         }
         tokio::time::sleep(args.every).await;
     }
+}
+
+/// An agent as `--json` prints it.
+fn agent_json(agent: &LiveAgent) -> serde_json::Value {
+    serde_json::json!({
+        "agent": agent.agent.as_str(),
+        "operations": agent.operations,
+        "members": agent.members,
+        "last_seen": timestamp(agent.last_seen_micros),
+        "expires": timestamp(agent.expires_micros),
+    })
 }
 
 /// The agents as a table for people.

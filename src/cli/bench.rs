@@ -1,17 +1,30 @@
-//! `agdx bench`: throughput and latency figures on the chosen log.
+//! `agdx bench`: throughput and latency figures on the chosen log. Each
+//! bench works in a stream of its own, named `bench-...`, so it never
+//! touches the agent topics in use.
 
 use clap::{Args, Subcommand};
-
-use agdx::bench::ask::{AskBenchOptions, run_ask_bench};
-use agdx::bench::ax_ipc::{AxIpcBenchOptions, run_ax_ipc_bench};
-use agdx::bench::bridge_axon::{BridgeAxonBenchOptions, run_bridge_axon_bench};
-use agdx::bench::log::{LogBenchOptions, PlainIggyTarget, run_log_bench};
-use agdx::bench::pipeline::{PipelineBenchOptions, run_pipeline_bench};
 
 use agdx::log::LogSpec;
 use agdx::log::iggy::Durability;
 
 use super::context::{Failure, Global};
+
+mod ask;
+mod ax_ipc;
+mod bridge_axon;
+mod error;
+mod log;
+mod pipeline;
+mod plain;
+mod timing;
+
+use ask::{AskBenchOptions, run_ask_bench};
+use ax_ipc::{AxIpcBenchOptions, run_ax_ipc_bench};
+use bridge_axon::{BridgeAxonBenchOptions, run_bridge_axon_bench};
+use error::BenchError;
+use log::{LogBenchOptions, run_log_bench};
+use pipeline::{PipelineBenchOptions, run_pipeline_bench};
+use plain::PlainIggyTarget;
 
 /// Benchmarks. Each runs in a new stream named `bench-...` (or
 /// `agdx-bench-...`) of the chosen log and leaves the agent topics alone.
@@ -231,4 +244,16 @@ fn in_every_mode(spec: LogSpec) -> Vec<LogSpec> {
             .collect(),
         embedded => vec![embedded],
     }
+}
+
+/// The value below which `fraction` of the sorted `latencies` fall.
+fn percentile(latencies: &[std::time::Duration], fraction: f64) -> std::time::Duration {
+    let last = latencies.len().saturating_sub(1);
+    let index = ((last as f64) * fraction.clamp(0.0, 1.0)).round() as usize;
+    latencies.get(index).copied().unwrap_or_default()
+}
+
+/// A duration in milliseconds, for reports.
+fn ms(d: std::time::Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
 }

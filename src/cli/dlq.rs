@@ -16,7 +16,7 @@ use super::wire::json::JsonCodec;
 /// Dead letters: the records workers set aside on agent.dlq, kept verbatim.
 #[derive(Debug, Subcommand)]
 pub enum DlqCommand {
-    /// One line per dead letter: id, time, reason, attempts, agent, operation, redriven.
+    /// One line per dead letter: id, time, reason, attempts, agent, operation, redriven (or --json).
     List(ListArgs),
     /// A dead letter's fields and its original record, decoded.
     Show(ShowArgs),
@@ -53,6 +53,11 @@ pub struct ListArgs {
     /// Only those set aside at or after TIME (RFC 3339, or a duration ago: 10m, 2h).
     #[arg(long, value_name = "TIME", value_parser = parse_since)]
     pub since: Option<u64>,
+
+    /// One JSON object per line instead of the table: id, position,
+    /// set_aside, reason, attempts, agent, operation, redrives.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -117,6 +122,12 @@ pub async fn run(global: &Global, command: DlqCommand) -> Result<(), Failure> {
                     "agdx: no dead letters{}",
                     if entries.is_empty() { "" } else { " match" }
                 );
+                return Ok(());
+            }
+            if args.json {
+                for entry in shown {
+                    println!("{}", list_json(entry));
+                }
                 return Ok(());
             }
             println!(
@@ -210,6 +221,32 @@ fn list_line(entry: &DeadLetterEntry) -> String {
             .and_then(|e| e.operation.as_deref())
             .map_or(Cow::Borrowed("-"), printable),
     )
+}
+
+/// A dead letter as `list --json` prints it: what the table shows, with
+/// every redrive and nothing shortened.
+fn list_json(entry: &DeadLetterEntry) -> serde_json::Value {
+    let redrives: Vec<serde_json::Value> = entry
+        .redrives
+        .iter()
+        .map(|redrive| {
+            serde_json::json!({
+                "at": timestamp(redrive.timestamp_micros),
+                "by": redrive.by.as_str(),
+                "forced": redrive.forced,
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "id": short_id(entry.position),
+        "position": entry.position.to_string(),
+        "set_aside": timestamp(entry.timestamp_micros),
+        "reason": entry.capsule.reason.name(),
+        "attempts": entry.capsule.attempts,
+        "agent": entry.agent().map(AgentId::as_str),
+        "operation": entry.original.as_ref().and_then(|e| e.operation.as_deref()),
+        "redrives": redrives,
+    })
 }
 
 fn show(entry: &DeadLetterEntry) {

@@ -24,7 +24,7 @@ pub async fn run(global: &Global, args: InitArgs) -> Result<(), Failure> {
     for name in names.topic_names() {
         existed.push(log.topic(&global.stream, name).await?);
     }
-    let found = existed.iter().flatten().map(|t| t.partitions).next();
+    let found = existed.iter().flatten().map(|t| t.partitions.get()).next();
     let config = names.with_partitions(args.partitions.or(found).unwrap_or(DEFAULT_PARTITIONS));
     let topology = match args.partitions {
         Some(_) => config.ensure(log.as_ref()).await?,

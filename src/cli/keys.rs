@@ -41,6 +41,10 @@ pub enum KeysCommand {
         /// The key registry file.
         #[arg(long, value_name = "FILE", env = "AGDX_KEYS")]
         registry: PathBuf,
+        /// One JSON object per line: the key's registry entry and its
+        /// `status` now (valid, not-yet, expired, revoked).
+        #[arg(long)]
+        json: bool,
     },
     /// Revoke a key from a time on (default: now). Records that landed
     /// before that time still verify; later ones do not.
@@ -117,10 +121,25 @@ pub fn run(command: KeysCommand) -> Result<(), Failure> {
             );
             Ok(())
         }
-        KeysCommand::List { registry: path } => {
+        KeysCommand::List {
+            registry: path,
+            json,
+        } => {
             let registry = KeyRegistry::load(&path)?;
             if registry.is_empty() {
-                println!("no keys in {}", path.display());
+                let none = format!("no keys in {}", path.display());
+                // With --json, standard output holds only the objects.
+                if json {
+                    eprintln!("agdx: {none}");
+                } else {
+                    println!("{none}");
+                }
+            }
+            if json {
+                for entry in registry.entries() {
+                    println!("{}", key_json(entry, now)?);
+                }
+                return Ok(());
             }
             for entry in registry.entries() {
                 println!(
@@ -160,6 +179,15 @@ pub fn run(command: KeysCommand) -> Result<(), Failure> {
             Ok(())
         }
     }
+}
+
+/// A key as `list --json` prints it: its registry entry, then `status`.
+fn key_json(entry: &KeyEntry, now: u64) -> Result<serde_json::Value, Failure> {
+    let mut json = serde_json::to_value(entry)?;
+    if let Some(fields) = json.as_object_mut() {
+        fields.insert("status".to_owned(), status(entry.validity_at(now)).into());
+    }
+    Ok(json)
 }
 
 fn status(validity: Validity) -> &'static str {

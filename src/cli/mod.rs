@@ -37,8 +37,9 @@ use context::{Global, block_on};
 #[derive(Debug, Parser)]
 #[command(name = "agdx", version, about, long_about = None, propagate_version = true)]
 pub struct Cli {
-    /// Which log to use: `embedded:PATH` (a local directory, the default) or
-    /// `iggy://USER:PASSWORD@HOST:PORT` (an Apache Iggy server).
+    /// Which log to use: `embedded:PATH` (a local directory, the default),
+    /// `iggy://USER:PASSWORD@HOST:PORT` (an Apache Iggy server) or
+    /// `kafka://HOST:PORT[,HOST:PORT...]` (a Kafka-protocol cluster).
     #[arg(long, global = true, env = "AGDX_LOG", default_value = agdx::log::DEFAULT_LOG)]
     pub log: String,
 
@@ -67,7 +68,7 @@ pub enum Command {
     Worker(worker::WorkerArgs),
     /// Print records as JSON lines (all agent topics, or one; optionally one conversation; --follow to keep going).
     Tail(tail::TailArgs),
-    /// The agents with a live worker (fresh agent cards): operations, members, last seen.
+    /// The agents with a live worker (fresh agent cards): operations, members, last seen (or --json).
     Agents(agents::AgentsArgs),
     /// One conversation's records in log order, for people (or --json).
     Timeline(timeline::TimelineArgs),

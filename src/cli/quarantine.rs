@@ -4,11 +4,12 @@
 use clap::Args;
 
 use agdx::Producer;
-use agdx::trust::{KeyKind, QuarantineFold, Signer, format_time};
+use agdx::trust::{IgnoredFact, KeyKind, QuarantineFold, QuarantineStatus, Signer, format_time};
 use agdx::wire::AgentId;
 
 use super::context::{Failure, Global, parse_agent};
 use super::signing::speaker;
+use super::tail::timestamp;
 use super::view::printable;
 
 /// Quarantines an agent: while the fact stands, asks and sends to it fail
@@ -25,6 +26,12 @@ pub struct QuarantineArgs {
     /// control facts that were ignored and why (needs --keys).
     #[arg(long, conflicts_with_all = ["key", "reason"])]
     pub list: bool,
+
+    /// With --list: one JSON object per line, each agent's state (agent,
+    /// quarantined, by, since, reason, record, position, key_id), then
+    /// each ignored fact as {"ignored": {operation, position, timestamp, why}}.
+    #[arg(long, requires = "list")]
+    pub json: bool,
 
     #[command(flatten)]
     pub fact: FactArgs,
@@ -60,7 +67,7 @@ pub struct FactArgs {
 pub async fn run(global: &Global, args: QuarantineArgs) -> Result<(), Failure> {
     match args.agent {
         Some(agent) if !args.list => publish(global, &agent, true, args.fact).await,
-        _ => list(global).await,
+        _ => list(global, args.json).await,
     }
 }
 
@@ -113,10 +120,19 @@ async fn publish(
     Ok(())
 }
 
-async fn list(global: &Global) -> Result<(), Failure> {
+async fn list(global: &Global, json: bool) -> Result<(), Failure> {
     let verifier = global.verifier("quarantine --list")?;
     let (log, topology) = global.read_topology("agdx quarantine --list").await?;
     let state = QuarantineFold::read(&log, &topology.registry, verifier).await?;
+    if json {
+        for status in state.agents() {
+            println!("{}", status_json(status));
+        }
+        for ignored in state.ignored() {
+            println!("{}", ignored_json(ignored));
+        }
+        return Ok(());
+    }
     let mut any = false;
     for status in state.agents() {
         any = true;
@@ -154,4 +170,30 @@ async fn list(global: &Global) -> Result<(), Failure> {
         println!("{}", printable(&line));
     }
     Ok(())
+}
+
+/// An agent's state as `--list --json` prints it.
+fn status_json(status: &QuarantineStatus) -> serde_json::Value {
+    serde_json::json!({
+        "agent": status.agent.as_str(),
+        "quarantined": status.quarantined,
+        "by": status.by.as_str(),
+        "since": timestamp(status.since_micros),
+        "reason": status.reason,
+        "record": status.record.to_string(),
+        "position": status.position.to_string(),
+        "key_id": status.key_id.to_string(),
+    })
+}
+
+/// An ignored control fact as `--list --json` prints it.
+fn ignored_json(ignored: &IgnoredFact) -> serde_json::Value {
+    serde_json::json!({
+        "ignored": {
+            "operation": ignored.operation,
+            "position": ignored.position.to_string(),
+            "timestamp": timestamp(ignored.timestamp_micros),
+            "why": ignored.why.to_string(),
+        }
+    })
 }

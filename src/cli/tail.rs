@@ -72,7 +72,7 @@ pub async fn run(global: &Global, args: TailArgs) -> Result<(), Failure> {
     for topic in topics {
         let partitions: Vec<u32> = match args.conversation {
             Some(conversation) => vec![agdx::routing::partition_of(&topic, conversation)],
-            None => (0..topic.partitions).collect(),
+            None => (0..topic.partitions.get()).collect(),
         };
         for partition in partitions {
             let start = match (args.from, args.from_start, args.follow) {

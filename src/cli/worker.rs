@@ -155,14 +155,9 @@ pub async fn run(global: &Global, args: WorkerArgs) -> Result<(), Failure> {
         None => None,
     };
     if let Some(addr) = args.metrics {
-        metrics_exporter_prometheus::PrometheusBuilder::new()
-            .with_http_listener(addr)
-            .install()
-            .map_err(|e| {
-                Failure::new(format!(
-                    "cannot serve metrics on {addr}: {e}; pick a free address with --metrics HOST:PORT"
-                ))
-            })?;
+        agdx::metrics::serve_prometheus(addr).map_err(|e| {
+            Failure::new(format!("{e}; pick a free address with --metrics HOST:PORT"))
+        })?;
     }
     let (log, topology) = global.topology().await?;
     let describe = log.describe();

@@ -99,7 +99,7 @@ impl ProcessedKeys {
         let Some(topic) = self.topic(mark.topic_id) else {
             return Ok(false);
         };
-        if mark.partition >= topic.partitions {
+        if mark.partition >= topic.partitions.get() {
             return Ok(false);
         }
         let read = self

@@ -111,7 +111,7 @@ pub async fn check_topics(
 ) -> Result<(), LogError> {
     for topic in topics {
         report.topics += 1;
-        for partition in 0..topic.partitions {
+        for partition in 0..topic.partitions.get() {
             report.partitions += 1;
             check_partition(log, topic, partition, report).await?;
         }

@@ -368,7 +368,7 @@ mod tests {
             topic: "t".into(),
             stream_id: 1,
             topic_id: 1,
-            partitions: 1,
+            partitions: std::num::NonZeroU32::MIN,
         };
         let commit = OffsetCommit {
             topic: topic.clone(),

@@ -2,7 +2,8 @@
 //!
 //! Three backends implement [`Log`]: the embedded log (a local SQLite-backed
 //! directory, the zero-setup default), Apache Iggy (production, one node)
-//! and Kafka-protocol clusters (several brokers). Nothing above this module
+//! and Kafka-protocol clusters (several brokers), each built in by the
+//! Cargo feature of its module's name. Nothing above this module
 //! knows which one it has. Records are addressed exactly
 //! like Iggy addresses them: numeric stream id, topic id, partition id
 //! (0-based) and per-partition offset from 0, each with a server-side
@@ -14,6 +15,7 @@
 //! store/read a group's committed offset. Acknowledgement **is** an offset
 //! commit; there is no ack, nack or visibility timeout.
 
+use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -24,23 +26,28 @@ use bytes::Bytes;
 pub mod check;
 mod damage;
 mod decorator;
+#[cfg(feature = "embedded")]
 pub mod embedded;
 mod error;
 mod headers;
+#[cfg(feature = "iggy")]
 pub mod iggy;
+#[cfg(feature = "kafka")]
 pub mod kafka;
 mod precondition;
+#[cfg(any(feature = "embedded", feature = "iggy", feature = "kafka"))]
 mod spec;
 
 pub use damage::Damage;
 pub use decorator::LogDecorator;
 pub use error::LogError;
 pub use precondition::{check_append, check_poll};
-pub use spec::{DEFAULT_LOG, LogSpec, LogSpecError};
+#[cfg(feature = "embedded")]
+pub use spec::DEFAULT_LOG;
+#[cfg(any(feature = "embedded", feature = "iggy", feature = "kafka"))]
+pub use spec::{LogSpec, LogSpecError};
 
 /// A resolved topic: names and the numeric ids the log gave them.
-///
-/// The backends hand out only topics with at least one partition.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct TopicInfo {
     /// The stream's name.
@@ -51,35 +58,57 @@ pub struct TopicInfo {
     pub stream_id: u32,
     /// The topic's number within its stream, given by the log.
     pub topic_id: u32,
-    /// How many partitions the topic has, numbered from 0.
-    pub partitions: u32,
+    /// How many partitions the topic has, numbered from 0: at least one,
+    /// so every key has a partition ([`partition_for_key`]).
+    ///
+    /// ```compile_fail,E0308
+    /// # use agdx::log::TopicInfo;
+    /// let empty = TopicInfo {
+    ///     stream: "s".into(),
+    ///     topic: "t".into(),
+    ///     stream_id: 1,
+    ///     topic_id: 1,
+    ///     partitions: 0,
+    /// };
+    /// ```
+    pub partitions: NonZeroU32,
 }
 
 impl TopicInfo {
-    /// Refuses a topic without partitions (another Iggy client can make
-    /// one): nothing could be appended to it, and
-    /// [`partition_for_key`](crate::routing::partition_for_key)
-    /// needs at least one partition.
-    pub(crate) fn check_has_partitions(&self) -> Result<(), LogError> {
-        if self.partitions == 0 {
-            return Err(LogError::NoPartitions {
-                stream: self.stream.clone(),
-                topic: self.topic.clone(),
-            });
+    /// The topic as a log reports it, refused as
+    /// [`LogError::NoPartitions`] when it has no partitions (another client
+    /// of a server can make one): nothing could be appended to it.
+    #[cfg(any(feature = "embedded", feature = "iggy", feature = "kafka"))]
+    pub(crate) fn resolved(
+        stream: String,
+        topic: String,
+        stream_id: u32,
+        topic_id: u32,
+        partitions: u32,
+    ) -> Result<Self, LogError> {
+        match NonZeroU32::new(partitions) {
+            Some(partitions) => Ok(Self {
+                stream,
+                topic,
+                stream_id,
+                topic_id,
+                partitions,
+            }),
+            None => Err(LogError::NoPartitions { stream, topic }),
         }
-        Ok(())
     }
 
     /// Refuses a partition outside the topic.
+    #[cfg(any(feature = "embedded", feature = "iggy", feature = "kafka"))]
     pub(crate) fn check_partition(&self, partition: u32) -> Result<(), LogError> {
-        if partition < self.partitions {
+        if partition < self.partitions.get() {
             return Ok(());
         }
         Err(LogError::NoSuchPartition {
             stream: self.stream.clone(),
             topic: self.topic.clone(),
             partition,
-            partitions: self.partitions,
+            partitions: self.partitions.get(),
         })
     }
 

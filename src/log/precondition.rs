@@ -74,7 +74,7 @@ mod tests {
             topic: "t".into(),
             stream_id: 1,
             topic_id: 1,
-            partitions: 2,
+            partitions: std::num::NonZeroU32::new(2).expect("not 0"),
         }
     }
 

@@ -89,7 +89,7 @@ pub async fn dead_letters(
     let dlq = &topology.dlq;
     let mut entries = Vec::new();
     let mut redrives: Vec<(LogPosition, Redrive)> = Vec::new();
-    for partition in 0..dlq.partitions {
+    for partition in 0..dlq.partitions.get() {
         let mut from = 0;
         loop {
             let batch = match log.poll(dlq, partition, from, 1000, Duration::ZERO).await {
@@ -190,7 +190,7 @@ pub async fn redrive(
     let topic = topic_of(topology, capsule.source)?;
     let partition = match &entry.original {
         Some(original) => partition_of(topic, original.conversation),
-        None => capsule.source.partition % topic.partitions.max(1),
+        None => capsule.source.partition % topic.partitions,
     };
     let record = OutgoingRecord {
         headers: original_headers(log, topology, entry).await?,

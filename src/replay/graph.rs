@@ -469,7 +469,7 @@ async fn find_start(
     }
     let topics = [&topology.commands, &topology.responses, &topology.registry];
     for topic in topics {
-        for partition in 0..topic.partitions {
+        for partition in 0..topic.partitions.get() {
             let mut from = 0;
             loop {
                 let batch = match log

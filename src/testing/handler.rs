@@ -116,7 +116,7 @@ impl HandlerTest {
     /// appended.
     pub fn published(&self) -> Vec<AgentEnvelope> {
         let responses = &self.topology().responses;
-        (0..responses.partitions)
+        (0..responses.partitions.get())
             .flat_map(|partition| self.records(responses, partition, 0))
             .filter_map(|record| envelope_of(&record).ok())
             .collect()

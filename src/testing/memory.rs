@@ -125,11 +125,11 @@ impl MemoryLog {
             }
         };
         let info = info(stream_index, topic_index, stream, &topics[topic_index]);
-        if info.partitions != partitions {
+        if info.partitions.get() != partitions {
             return Err(LogError::PartitionMismatch {
                 stream: stream.to_owned(),
                 topic: topic.to_owned(),
-                existing: info.partitions,
+                existing: info.partitions.get(),
                 wanted: partitions,
             });
         }
@@ -209,7 +209,11 @@ fn info(stream_index: usize, topic_index: usize, stream: &str, topic: &Topic) ->
         topic: topic.name.clone(),
         stream_id: u32::try_from(stream_index + 1).unwrap_or(u32::MAX),
         topic_id: u32::try_from(topic_index + 1).unwrap_or(u32::MAX),
-        partitions: u32::try_from(topic.partitions.len()).unwrap_or(u32::MAX),
+        // `ensure_now` makes no topic without partitions.
+        partitions: std::num::NonZeroU32::new(
+            u32::try_from(topic.partitions.len()).unwrap_or(u32::MAX),
+        )
+        .unwrap_or(std::num::NonZeroU32::MIN),
     }
 }
 
@@ -324,7 +328,7 @@ impl Log for MemoryLog {
         Ok(Box::new(MemoryMember {
             log: self.clone(),
             key,
-            partitions: topic.partitions,
+            partitions: topic.partitions.get(),
             id,
         }))
     }

@@ -38,6 +38,7 @@ mod verify;
 pub(crate) use gate::admit_with;
 pub use gate::{Refusal, admit};
 pub use grants::{Forbidden, Grant, GrantParseError, Grants, GrantsFileError};
+#[cfg(feature = "bridge-axon")]
 pub(crate) use key::read_seed;
 pub use key::{
     KeyFileError, KeyId, KeyIdParseError, PUBLIC_KEY_LEN, PublicKey, PublicKeyError, SEED_LEN,

@@ -325,7 +325,7 @@ impl QuarantineFold {
         verifier: Verifier,
     ) -> Result<QuarantineState, LogError> {
         let mut fold = Self::new(verifier);
-        for partition in 0..registry.partitions {
+        for partition in 0..registry.partitions.get() {
             read_partition(
                 log,
                 registry,
@@ -414,7 +414,7 @@ impl QuarantineWatch {
     ) -> Result<Self, LogError> {
         let fold = Arc::new(Mutex::new(QuarantineFold::new(verifier)));
         let mut next = Vec::new();
-        for partition in 0..registry.partitions {
+        for partition in 0..registry.partitions.get() {
             let mut push = |records: &[LogRecord]| {
                 let mut fold = lock(&fold);
                 for record in records {
@@ -429,7 +429,7 @@ impl QuarantineWatch {
         let (sender, state) = watch::channel(Arc::new(first));
         let sender = Arc::new(sender);
         let stop = CancellationToken::new();
-        let readers = (0..registry.partitions)
+        let readers = (0..registry.partitions.get())
             .zip(next)
             .map(|(partition, from)| {
                 tokio::spawn(follow(

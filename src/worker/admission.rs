@@ -32,6 +32,16 @@ impl Handlers {
             .cloned()
     }
 
+    /// The `operation` label of the metrics for `operation`: itself when a
+    /// handler is registered for it, else [`crate::metrics::OTHER_OPERATION`],
+    /// so a fallback handler's peer-chosen operations cannot grow the label set.
+    pub(crate) fn metric_label(&self, operation: Option<&str>) -> String {
+        match operation {
+            Some(op) if self.by_operation.contains_key(op) => op.to_owned(),
+            _ => crate::metrics::OTHER_OPERATION.to_owned(),
+        }
+    }
+
     /// The handled operations, sorted.
     pub fn operations(&self) -> Vec<String> {
         let mut ops: Vec<String> = self.by_operation.keys().cloned().collect();

@@ -21,18 +21,18 @@ use super::heartbeat::Heartbeat;
 /// Runs `handler` on `request` until it succeeds, fails for good, or the
 /// retries of `retry` are used up; `request.attempt` counts the attempts.
 /// Each call runs inside `heartbeat` (progress beats, the hard limit) and
-/// is timed for the metrics of `agent`.
+/// is timed for the metrics of `agent` under the `operation` label.
 pub(super) async fn run_with_retries(
     handler: &dyn Handler,
     request: &mut Request,
     retry: &RetryPolicy,
     heartbeat: &Heartbeat<'_>,
-    agent: &str,
+    (agent, operation): (&str, &str),
 ) -> Result<HandlerReply, HandlerError> {
     loop {
         let started = std::time::Instant::now();
         let outcome = heartbeat.around(call(handler, request.clone())).await;
-        crate::metrics::handler_time(agent, request.operation(), started.elapsed());
+        crate::metrics::handler_time(agent, operation, started.elapsed());
         match outcome {
             Ok(reply) => return Ok(reply),
             // A retry after chunks went out would start a second stream the

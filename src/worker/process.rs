@@ -236,6 +236,7 @@ impl Processor {
             content_type
         };
         // 8. run the handler, retrying retryable failures
+        let operation_label = self.handlers.metric_label(envelope.operation.as_deref());
         let recorder = Arc::new(Mutex::new(Vec::new()));
         let mut request = Request {
             envelope,
@@ -260,7 +261,7 @@ impl Processor {
             &mut request,
             &self.retry,
             &heartbeat,
-            self.agent.as_str(),
+            (self.agent.as_str(), &operation_label),
         )
         .await;
         let streamed = request.streamed();

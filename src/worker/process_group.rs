@@ -76,6 +76,7 @@ impl ProcessGroup {
 }
 
 impl Drop for ProcessGroup {
+    #[allow(unsafe_code, reason = "std cannot signal a process group")]
     fn drop(&mut self) {
         // SAFETY: kill(2) takes plain integers and touches no memory of
         // ours. The negative id names the group the watcher leads; the

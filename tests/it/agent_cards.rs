@@ -100,6 +100,31 @@ async fn workers_keep_their_cards_fresh_and_leave_when_they_stop() {
             .split_whitespace()
             .collect();
         assert_eq!(&row[..4], ["greeter", "bye,", "hello", "2"], "{out}");
+        let (code, out, stderr) = fabric.run_agdx(&["agents", "--json"]).await;
+        assert_eq!(code, 0, "{stderr}");
+        let objects = support::json_lines(&out);
+        assert_eq!(objects.len(), 1, "{out}");
+        let listed = &objects[0];
+        assert_eq!(
+            (
+                &listed["agent"],
+                &listed["operations"],
+                listed["members"].as_array().map(Vec::len)
+            ),
+            (
+                &serde_json::json!("greeter"),
+                &serde_json::json!(["bye", "hello"]),
+                Some(2)
+            ),
+            "{out}"
+        );
+        for time in ["last_seen", "expires"] {
+            let text = listed[time].as_str().expect("a time");
+            assert!(
+                humantime::parse_rfc3339(text).is_ok(),
+                "{time} is RFC 3339: {out}"
+            );
+        }
 
         // A graceful stop publishes the leaving: gone at once, not after the TTL.
         first.stop().await;
@@ -118,6 +143,9 @@ async fn workers_keep_their_cards_fresh_and_leave_when_they_stop() {
         assert!(matches!(seen, WorkerSeen::Gone { .. }), "{seen:?}");
         let (_, out, _) = fabric.run_agdx(&["agents"]).await;
         assert!(out.starts_with("no live agents"), "{out}");
+        let (code, out, stderr) = fabric.run_agdx(&["agents", "--json"]).await;
+        assert_eq!((code, out.as_str()), (0, ""), "only objects on stdout");
+        assert!(stderr.starts_with("agdx: no live agents"), "{stderr}");
     })
     .await;
 }

@@ -279,3 +279,29 @@ fn the_examples_and_help_speak_only_of_the_tool() {
         }
     }
 }
+
+#[test]
+fn the_help_names_every_log_backend() {
+    let cwd = tempfile::tempdir().expect("a working directory");
+    let (code, help, _) = agdx(cwd.path(), &["--help"]);
+    assert_eq!(code, 0);
+    let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+    let (about, _) = help.split_once(" Usage: ").expect("the about line");
+    for backend in ["embedded", "Apache Iggy", "Kafka"] {
+        assert!(
+            about.contains(backend),
+            "the description names {backend}: {about}"
+        );
+    }
+    let log = help
+        .split_once("--log <LOG>")
+        .map(|(_, rest)| rest.split(" --stream ").next().unwrap_or(rest))
+        .expect("the --log option");
+    for form in [
+        "embedded:PATH",
+        "iggy://USER:PASSWORD@HOST:PORT",
+        "kafka://HOST:PORT",
+    ] {
+        assert!(log.contains(form), "--log shows {form}: {log}");
+    }
+}

@@ -154,6 +154,39 @@ async fn a_dead_letter_redriven_after_the_fix_is_answered_once_per_redrive() {
             .collect();
         assert_eq!(by, [("cli".to_owned(), false), ("ops".to_owned(), true)]);
 
+        // The same list for programs: one JSON object a line.
+        let (code, list, stderr) = fabric.run_agdx(&["dlq", "list", "--json"]).await;
+        assert_eq!(code, 0, "{stderr}");
+        let objects = support::json_lines(&list);
+        assert_eq!(objects.len(), 1, "{list}");
+        let listed = &objects[0];
+        assert_eq!(
+            (
+                &listed["id"],
+                &listed["position"],
+                &listed["reason"],
+                &listed["attempts"],
+                &listed["agent"],
+                &listed["operation"],
+            ),
+            (
+                &serde_json::json!(id),
+                &serde_json::json!(entry.position.to_string()),
+                &serde_json::json!("rejected"),
+                &serde_json::json!(1),
+                &serde_json::json!("ledger"),
+                &serde_json::json!("post"),
+            ),
+            "{list}"
+        );
+        let redrives: Vec<(&str, bool)> = listed["redrives"]
+            .as_array()
+            .expect("the redrives")
+            .iter()
+            .map(|r| (r["by"].as_str().unwrap(), r["forced"].as_bool().unwrap()))
+            .collect();
+        assert_eq!(redrives, [("cli", false), ("ops", true)], "{list}");
+
         let (code, _, stderr) = fabric
             .run_agdx(&["dlq", "list", "--reason", "retry_exhausted"])
             .await;

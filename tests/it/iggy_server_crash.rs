@@ -27,7 +27,7 @@ const AGENT: &str = "echo";
 /// The committed offset of the worker's group per partition of `topic`.
 async fn committed(log: &dyn Log, topic: &TopicInfo) -> Vec<Option<u64>> {
     let mut offsets = Vec::new();
-    for partition in 0..topic.partitions {
+    for partition in 0..topic.partitions.get() {
         let offset = log
             .committed_offset(topic, AGENT, partition)
             .await
@@ -40,7 +40,7 @@ async fn committed(log: &dyn Log, topic: &TopicInfo) -> Vec<Option<u64>> {
 /// The last offset per partition of `topic`.
 async fn last_offsets(log: &dyn Log, topic: &TopicInfo) -> Vec<Option<u64>> {
     let mut offsets = Vec::new();
-    for partition in 0..topic.partitions {
+    for partition in 0..topic.partitions.get() {
         offsets.push(
             log.last_offset(topic, partition)
                 .await

@@ -295,7 +295,7 @@ async fn a_damaged_page_is_named_by_the_range_it_held_and_a_worker_goes_past_it(
     let dlq = &topology.dlq;
     let capsules = eventually("the dead letter", || async {
         let mut capsules = Vec::new();
-        for partition in 0..dlq.partitions {
+        for partition in 0..dlq.partitions.get() {
             let records = shared
                 .poll(dlq, partition, 0, 10, Duration::ZERO)
                 .await

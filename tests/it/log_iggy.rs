@@ -94,7 +94,7 @@ async fn partition_for_key_is_where_iggy_puts_a_keyed_message() {
             .expect("keyed send");
     }
     let mut seen = 0;
-    for partition in 0..topic.partitions {
+    for partition in 0..topic.partitions.get() {
         for rec in server
             .log
             .poll(&topic, partition, 0, 1000, Duration::ZERO)

@@ -220,6 +220,50 @@ async fn records_from_other_clients_are_read_and_malformed_headers_make_a_corrup
     assert_eq!(after[0].headers[0].1, HeaderValue::u8(3));
 }
 
+/// Any producer sets a record's `CreateTime`; one far in the future is
+/// read as the latest time there is, not a panic or a wrapped-around time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_time_from_another_client_too_large_for_micros_saturates() {
+    let Some(broker) = broker().await else { return };
+    let topic = topic(&broker.log, 1).await;
+    let name = format!("{}.records", topic.stream);
+    let producer: FutureProducer = plain_config(&broker.url)
+        .create()
+        .expect("a plain producer");
+    let ordinary = 1_700_000_000_000_i64;
+    // The first millisecond count whose microseconds do not fit in a u64.
+    let first_too_large = i64::try_from(u64::MAX / 1000 + 1).unwrap();
+    for (payload, millis) in [
+        ("far", i64::MAX),
+        ("just past", first_too_large),
+        ("ordinary", ordinary),
+    ] {
+        producer
+            .send(
+                FutureRecord::<(), _>::to(&name)
+                    .partition(0)
+                    .payload(payload)
+                    .timestamp(millis),
+                Duration::from_secs(10),
+            )
+            .await
+            .expect("a plain send");
+    }
+
+    let read = broker
+        .log
+        .poll(&topic, 0, 0, 10, Duration::ZERO)
+        .await
+        .expect("poll");
+    assert_eq!(texts(&read), ["far", "just past", "ordinary"]);
+    let stamps: Vec<u64> = read.iter().map(|r| r.timestamp_micros).collect();
+    assert_eq!(
+        stamps,
+        [u64::MAX, u64::MAX, 1_700_000_000_000_000],
+        "microseconds saturate; an ordinary time converts exactly"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_committed_offset_is_the_next_one_to_read_in_kafka() {
     let Some(broker) = broker().await else { return };

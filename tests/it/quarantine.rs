@@ -15,6 +15,7 @@ use agdx::trust::{KeyKind, QuarantineFold, QuarantineWatch};
 use agdx::wire::{AgentEnvelope, Kind};
 use agdx::worker::{EchoHandler, Worker, WorkerConfig};
 use agdx::{Answer, AskError, Clock, CommandRequest, ProduceError, Requester, SystemClock};
+use serde_json::json;
 use support::eventually;
 use support::fabric::{ANSWER, Fabric, Running, agent_id, on_every_fabric, quick_config};
 use support::trust::{HOUR, Keys, record_with_id};
@@ -209,6 +210,20 @@ async fn unsigned_agent_signed_expired_and_republished_facts_change_nothing() {
         assert_eq!(ignored(&format!("key {} of 'old-ops' expired at", retired.key_id())), 1, "{stdout}");
         assert_eq!(ignored(&format!("record {} was applied already; a re-published copy changes nothing", genuine.record.unwrap())), 1, "{stdout}");
         assert_eq!(ignored("the body of a status `quarantine` is not UTF-8 text, so it names no agent"), 1, "{stdout}");
+
+        // The same for programs: the state, then each ignored fact, one JSON object a line.
+        let (code, stdout, stderr) = fabric.run_agdx(&["--keys", &keys_arg, "quarantine", "--list", "--json"]).await;
+        assert_eq!(code, 0, "{stderr}");
+        let objects = support::json_lines(&stdout);
+        assert_eq!(objects.len(), 6, "{stdout}");
+        assert_eq!((&objects[0]["agent"], &objects[0]["quarantined"], &objects[0]["by"]), (&json!("echo"), &json!(false), &json!("ops")), "{stdout}");
+        let ignored: Vec<(&str, &str)> = objects[1..]
+            .iter()
+            .map(|o| (o["ignored"]["operation"].as_str().unwrap_or("-"), o["ignored"]["why"].as_str().unwrap_or("-")))
+            .collect();
+        assert_eq!(ignored.len(), 5, "{stdout}");
+        assert!(ignored.iter().all(|(operation, _)| *operation == "quarantine"), "{stdout}");
+        assert!(ignored.iter().any(|(_, why)| why.contains("the record is unsigned")), "{stdout}");
     })
     .await;
 }

@@ -232,6 +232,37 @@ async fn keys_are_generated_listed_shown_revoked_and_used_by_wire_sign_and_verif
             "revoked key {planner_id} of 'planner' from 2020-01-01T00:00:00Z on: records that landed before still verify, later ones do not"
         )
     );
+    // The list for programs: each key's registry entry and its status now.
+    let (code, stdout, stderr) = fabric
+        .run_agdx(&["keys", "list", "--registry", &registry, "--json"])
+        .await;
+    assert_eq!(code, 0, "{stderr}");
+    let keys = support::json_lines(&stdout);
+    let summary: Vec<(&str, &str, &str, &str)> = keys
+        .iter()
+        .map(|key| {
+            let field = |name: &str| key[name].as_str().unwrap_or("-");
+            (
+                field("key_id"),
+                field("principal"),
+                field("kind"),
+                field("status"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            (planner_id.as_str(), "planner", "agent", "revoked"),
+            (ops_id.as_str(), "ops", "operator", "valid"),
+        ],
+        "{stdout}"
+    );
+    assert_eq!(keys[0]["revoked_at"], "2020-01-01T00:00:00Z", "{stdout}");
+    assert_eq!(
+        keys[0]["public_key"].as_str(),
+        Some(planner_public.as_str())
+    );
     let (code, stdout, _) = fabric
         .run_agdx(&["--keys", &registry, "wire", "verify", &signed_arg])
         .await;
@@ -334,6 +365,15 @@ async fn the_trust_walkthrough_works_on_the_command_line() {
         let (code, stdout, _) = run(keyed(&["quarantine", "--list"])).await;
         assert_eq!(code, 0);
         assert!(stdout.starts_with("echo quarantined by 'ops' since "), "{stdout}");
+        let (code, stdout, stderr) = run(keyed(&["quarantine", "--list", "--json"])).await;
+        assert_eq!(code, 0, "{stderr}");
+        let states = support::json_lines(&stdout);
+        assert_eq!(states.len(), 1, "{stdout}");
+        assert_eq!(
+            (&states[0]["agent"], &states[0]["quarantined"], &states[0]["by"], &states[0]["reason"]),
+            (&serde_json::json!("echo"), &serde_json::json!(true), &serde_json::json!("ops"), &serde_json::json!("leaking secrets")),
+            "{stdout}"
+        );
         // An agent key cannot sign a control fact.
         let (code, _, stderr) = run(keyed(&["unquarantine", "echo", "--key", &alice])).await;
         assert_eq!(code, 1);

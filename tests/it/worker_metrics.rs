@@ -78,11 +78,54 @@ async fn a_worker_serves_its_metrics_in_prometheus_text() {
             text.contains("agdx_worker_records_total{agent=\"tool\",outcome=\"unsupported\"} 1"),
             "{text}"
         );
-        assert!(text.contains("agdx_worker_handler_seconds"), "{text}");
+        assert!(
+            text.contains("agdx_worker_handler_seconds_count{agent=\"tool\",operation=\"copy\"} 1"),
+            "{text}"
+        );
         assert!(
             text.contains("agdx_worker_commit_lag{agent=\"tool\",partition=\""),
             "{text}"
         );
+        terminate(&mut worker).await;
+    })
+    .await;
+}
+
+/// A fallback handler takes whatever operation a sender names; the
+/// `operation` label keeps to one value for all of them, so senders cannot
+/// add series to the worker's metrics without bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operations_a_fallback_handler_takes_share_one_label() {
+    on_every_fabric("metrics-fallback", |fabric| async move {
+        let addr = free_address();
+        let mut worker =
+            fabric.spawn_worker_process(&["--agent", "any", "--echo", "--metrics", &addr]);
+        for operation in ["made-up-1", "made-up-2", "made-up-3"] {
+            let (code, _, stderr) = fabric
+                .run_agdx(&[
+                    "ask",
+                    "--to",
+                    "any",
+                    "--operation",
+                    operation,
+                    "--timeout",
+                    "20s",
+                    "x",
+                ])
+                .await;
+            assert_eq!(code, 0, "{stderr}");
+        }
+        let text = eventually("the metrics", || async {
+            scrape(&addr)
+                .await
+                .filter(|t| t.contains("outcome=\"handled\"} 3"))
+        })
+        .await;
+        assert!(
+            text.contains("agdx_worker_handler_seconds_count{agent=\"any\",operation=\"other\"} 3"),
+            "{text}"
+        );
+        assert!(!text.contains("made-up"), "{text}");
         terminate(&mut worker).await;
     })
     .await;

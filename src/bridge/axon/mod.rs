@@ -212,24 +212,28 @@ impl BridgeError {
     }
 }
 
-/// A bare AXON peer that only asks: it dials pinned peers and answers any
-/// request sent to it `unhandled` (the bench's client).
-pub(crate) struct Client(Arc<transport::Transport>);
+/// An AXON peer that only asks, for a program that calls AXON peers
+/// without running a bridge: it dials pinned peers (and admits only
+/// them), and answers any request sent to it `unhandled`. Dropping it
+/// closes its connections.
+pub struct AxonClient(Arc<transport::Transport>);
 
-/// A [`Client`] as `identity` on `listen`, admitting and dialling `peers`.
-pub(crate) fn client(
-    listen: SocketAddr,
-    identity: &Identity,
-    peers: Vec<PeerToken>,
-) -> Result<Client, TransportError> {
-    let peers = Arc::new(tls::PinnedPeers::new(peers));
-    transport::Transport::bind(listen, identity, peers, Arc::new(AsksOnly)).map(Client)
-}
+impl AxonClient {
+    /// An asking peer as `identity`, on `listen` (port 0 for any), that
+    /// dials and admits `peers` only.
+    pub fn bind(
+        listen: SocketAddr,
+        identity: &Identity,
+        peers: Vec<PeerToken>,
+    ) -> Result<Self, TransportError> {
+        let peers = Arc::new(tls::PinnedPeers::new(peers));
+        transport::Transport::bind(listen, identity, peers, Arc::new(AsksOnly)).map(Self)
+    }
 
-impl Client {
     /// Sends a `request` with `payload` (a JSON object) to `peer` and
-    /// returns the payload of its `response`.
-    pub(crate) async fn request(
+    /// returns the payload of its `response`; an `error` reply is
+    /// [`SendError::ErrorReply`].
+    pub async fn request(
         &self,
         peer: &AxonId,
         payload: &str,
@@ -248,7 +252,7 @@ impl Client {
     }
 }
 
-impl Drop for Client {
+impl Drop for AxonClient {
     fn drop(&mut self) {
         self.0.close();
     }

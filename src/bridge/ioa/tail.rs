@@ -95,7 +95,7 @@ pub(crate) async fn load_and_follow(
 ) -> Result<Vec<JoinHandle<()>>, LogError> {
     let mut readers = Vec::new();
     for topic in topics {
-        for partition in 0..topic.partitions {
+        for partition in 0..topic.partitions.get() {
             let mut reader = Partition {
                 log: log.clone(),
                 topic: (*topic).clone(),

@@ -177,7 +177,7 @@ fn rebalance(
         .iter()
         .position(|m| m == member)
         .unwrap_or(members.len());
-    let share = fair_share(topic.info.partitions, members.len().max(1), rank);
+    let share = fair_share(topic.info.partitions.get(), members.len().max(1), rank);
 
     let mut owned: Vec<u32> = tx
         .prepare_cached("SELECT part FROM group_owners WHERE topic_key = ?1 AND grp = ?2 AND member = ?3 ORDER BY part")?
@@ -195,7 +195,7 @@ fn rebalance(
             .prepare_cached("SELECT part FROM group_owners WHERE topic_key = ?1 AND grp = ?2")?
             .query_map(params![key, group], |row| row.get(0))?
             .collect::<Result<_, _>>()?;
-        let free: Vec<u32> = (0..topic.info.partitions)
+        let free: Vec<u32> = (0..topic.info.partitions.get())
             .filter(|part| !taken.contains(part))
             .take(share - owned.len())
             .collect();

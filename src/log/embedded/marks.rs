@@ -166,10 +166,14 @@ pub(super) fn compare(
     records: &Connection,
     stored: &[Mark],
 ) -> Result<(Vec<Lost>, Vec<Mark>), Fault> {
+    // A topic without partitions holds no records to compare.
     let topics: Vec<TopicRow> = records
         .prepare(SELECT_TOPIC)?
         .query_map([], topic_row)?
-        .collect::<Result<_, _>>()?;
+        .collect::<Result<Vec<_>, _>>()?
+        .into_iter()
+        .flatten()
+        .collect();
     let mut lost = Vec::new();
     let mut unknown = Vec::new();
     for mark in stored {
@@ -179,7 +183,7 @@ pub(super) fn compare(
             t.key == mark.key && t.info.stream == mark.stream && t.info.topic == mark.topic
         });
         let held = match row {
-            Some(row) if mark.part < row.info.partitions => {
+            Some(row) if mark.part < row.info.partitions.get() => {
                 match held(records, mark.key, mark.part) {
                     Ok(held) => held,
                     Err(fault) => {
@@ -205,7 +209,7 @@ pub(super) fn compare(
     }
     let mut raises = Vec::new();
     for row in &topics {
-        for part in 0..row.info.partitions {
+        for part in 0..row.info.partitions.get() {
             if unknown.contains(&(row.key, part)) {
                 continue;
             }

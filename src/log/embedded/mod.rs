@@ -667,25 +667,25 @@ fn handoff(
     Some(Handoff { first, records })
 }
 
-fn topic_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<TopicRow> {
-    Ok(TopicRow {
-        key: row.get(0)?,
-        info: TopicInfo {
-            stream: row.get(1)?,
-            topic: row.get(2)?,
-            stream_id: row.get(3)?,
-            topic_id: row.get(4)?,
-            partitions: row.get(5)?,
-        },
-    })
+/// A row of [`SELECT_TOPIC`]; a stored topic without partitions (only a
+/// changed database holds one) is [`LogError::NoPartitions`], as on Iggy.
+fn topic_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Result<TopicRow, LogError>> {
+    let key = row.get(0)?;
+    let info = TopicInfo::resolved(
+        row.get(1)?,
+        row.get(2)?,
+        row.get(3)?,
+        row.get(4)?,
+        row.get(5)?,
+    );
+    Ok(info.map(|info| TopicRow { key, info }))
 }
 
 const SELECT_TOPIC: &str = "SELECT t.topic_key, s.name, t.name, s.id, t.id, t.partitions
      FROM topics t JOIN streams s ON s.id = t.stream_id";
 
 /// Looks a topic up by `filter` ([`BY_ID`] or [`BY_NAME`]) with its two
-/// parameters. A stored topic without partitions (only a changed database
-/// holds one) is refused, as on Iggy.
+/// parameters (see [`topic_row`]).
 fn find_topic(
     conn: &Connection,
     filter: &str,
@@ -695,10 +695,7 @@ fn find_topic(
         .prepare_cached(&format!("{SELECT_TOPIC} WHERE {filter}"))?
         .query_row(params, topic_row)
         .optional()?;
-    if let Some(row) = &row {
-        row.info.check_has_partitions()?;
-    }
-    Ok(row)
+    Ok(row.transpose()?)
 }
 
 /// [`find_topic`] by stream id and topic id.
@@ -715,11 +712,11 @@ fn ensure_topic(
 ) -> Result<TopicRow, Fault> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     if let Some(row) = find_topic(&tx, BY_NAME, params![stream, topic])? {
-        if row.info.partitions != partitions {
+        if row.info.partitions.get() != partitions {
             return Err(LogError::PartitionMismatch {
                 stream: stream.to_owned(),
                 topic: topic.to_owned(),
-                existing: row.info.partitions,
+                existing: row.info.partitions.get(),
                 wanted: partitions,
             }
             .into());
@@ -757,13 +754,13 @@ fn ensure_topic(
     )?;
     let row = TopicRow {
         key: tx.last_insert_rowid(),
-        info: TopicInfo {
-            stream: stream.to_owned(),
-            topic: topic.to_owned(),
+        info: TopicInfo::resolved(
+            stream.to_owned(),
+            topic.to_owned(),
             stream_id,
             topic_id,
             partitions,
-        },
+        )?,
     };
     tx.commit()?;
     Ok(row)

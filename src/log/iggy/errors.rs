@@ -46,7 +46,7 @@ pub(crate) fn topic_error(target: &str, topic: &TopicInfo, doing: &str, e: IggyE
             stream: topic.stream.clone(),
             topic: topic.topic.clone(),
             partition: u32::try_from(partition).unwrap_or(u32::MAX),
-            partitions: topic.partitions,
+            partitions: topic.partitions.get(),
         },
         other => request_error(target, doing, other),
     }
@@ -108,7 +108,7 @@ mod tests {
             topic: "t".into(),
             stream_id: 0,
             topic_id: 0,
-            partitions: 2,
+            partitions: std::num::NonZeroU32::new(2).unwrap(),
         };
         let e = topic_error(
             "iggy://h:1",

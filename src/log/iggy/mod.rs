@@ -319,17 +319,14 @@ impl IggyLog {
             .get_topic(&numeric(stream_id)?, &named("topic", topic)?)
             .await;
         match found {
-            Ok(Some(details)) => {
-                let info = TopicInfo {
-                    stream: stream.to_owned(),
-                    topic: topic.to_owned(),
-                    stream_id,
-                    topic_id: details.id,
-                    partitions: details.partitions_count,
-                };
-                info.check_has_partitions()?;
-                Ok(Some(info))
-            }
+            Ok(Some(details)) => TopicInfo::resolved(
+                stream.to_owned(),
+                topic.to_owned(),
+                stream_id,
+                details.id,
+                details.partitions_count,
+            )
+            .map(Some),
             Ok(None)
             | Err(
                 IggyError::StreamIdNotFound(_)
@@ -476,13 +473,13 @@ impl Log for IggyLog {
                     )
                     .await;
                 match created {
-                    Ok(details) => TopicInfo {
-                        stream: stream.to_owned(),
-                        topic: topic.to_owned(),
+                    Ok(details) => TopicInfo::resolved(
+                        stream.to_owned(),
+                        topic.to_owned(),
                         stream_id,
-                        topic_id: details.id,
-                        partitions: details.partitions_count,
-                    },
+                        details.id,
+                        details.partitions_count,
+                    )?,
                     Err(IggyError::TopicNameAlreadyExists(..)) => self
                         .find_settled_topic(stream, stream_id, topic)
                         .await?
@@ -499,11 +496,11 @@ impl Log for IggyLog {
                 }
             }
         };
-        if info.partitions != partitions {
+        if info.partitions.get() != partitions {
             return Err(LogError::PartitionMismatch {
                 stream: stream.to_owned(),
                 topic: topic.to_owned(),
-                existing: info.partitions,
+                existing: info.partitions.get(),
                 wanted: partitions,
             });
         }

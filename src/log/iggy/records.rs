@@ -238,7 +238,7 @@ mod tests {
             topic: "t".into(),
             stream_id: 1,
             topic_id: 2,
-            partitions: 4,
+            partitions: std::num::NonZeroU32::new(4).unwrap(),
         };
         let mut message = IggyMessage::builder()
             .payload(Bytes::from_static(b"p"))

@@ -289,13 +289,7 @@ impl Log for KafkaLog {
         }
         let name = topic_name(stream, topic)?;
         let existing = match self.partitions_of(&name).await? {
-            Some(existing) if existing > 0 => existing,
-            Some(_) => {
-                return Err(LogError::NoPartitions {
-                    stream: stream.to_owned(),
-                    topic: topic.to_owned(),
-                });
-            }
+            Some(existing) => existing,
             None => {
                 let replication = self.target.replication.unwrap_or(-1);
                 let new = NewTopic::new(
@@ -333,6 +327,7 @@ impl Log for KafkaLog {
                 self.wait_for_topic(stream, topic, &name).await?
             }
         };
+        let info = records::topic_info(stream, topic, existing)?;
         if existing != partitions {
             return Err(LogError::PartitionMismatch {
                 stream: stream.to_owned(),
@@ -341,7 +336,7 @@ impl Log for KafkaLog {
                 wanted: partitions,
             });
         }
-        Ok(records::topic_info(stream, topic, partitions))
+        Ok(info)
     }
 
     async fn topic(&self, stream: &str, topic: &str) -> Result<Option<TopicInfo>, LogError> {
@@ -349,9 +344,7 @@ impl Log for KafkaLog {
         let Some(partitions) = self.partitions_of(&name).await? else {
             return Ok(None);
         };
-        let info = records::topic_info(stream, topic, partitions);
-        info.check_has_partitions()?;
-        Ok(Some(info))
+        records::topic_info(stream, topic, partitions).map(Some)
     }
 
     async fn append(

@@ -62,15 +62,20 @@ pub(crate) fn name_id(name: &str) -> u32 {
     xxhash_rust::xxh32::xxh32(name.as_bytes(), 0)
 }
 
-/// The resolved topic `topic` of `stream` with `partitions` partitions.
-pub(crate) fn topic_info(stream: &str, topic: &str, partitions: u32) -> TopicInfo {
-    TopicInfo {
-        stream: stream.to_owned(),
-        topic: topic.to_owned(),
-        stream_id: name_id(stream),
-        topic_id: name_id(topic),
+/// The resolved topic `topic` of `stream` with `partitions` partitions
+/// ([`LogError::NoPartitions`] when it has none).
+pub(crate) fn topic_info(
+    stream: &str,
+    topic: &str,
+    partitions: u32,
+) -> Result<TopicInfo, LogError> {
+    TopicInfo::resolved(
+        stream.to_owned(),
+        topic.to_owned(),
+        name_id(stream),
+        name_id(topic),
         partitions,
-    }
+    )
 }
 
 /// A partition number as Kafka writes it.
@@ -171,6 +176,10 @@ pub(crate) fn typed_headers<'a>(
 ///
 /// Read through librdkafka directly: rdkafka's `Headers` API panics on a
 /// header name that is not UTF-8, and any Kafka client can write one.
+#[allow(
+    unsafe_code,
+    reason = "rdkafka offers no safe way to read raw header names"
+)]
 fn raw_headers<'a>(message: &'a BorrowedMessage<'a>) -> Vec<(&'a [u8], Option<&'a [u8]>)> {
     use rdkafka::bindings as rd;
     let mut headers: *mut rd::rd_kafka_headers_t = std::ptr::null_mut();
@@ -193,9 +202,11 @@ fn raw_headers<'a>(message: &'a BorrowedMessage<'a>) -> Vec<(&'a [u8], Option<&'
         if got != rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR || name.is_null() {
             break;
         }
-        // SAFETY: librdkafka keeps names NUL-terminated and values `size`
-        // bytes long, alive as long as the message.
+        // SAFETY: librdkafka keeps names NUL-terminated (and `name` is not
+        // null), alive as long as the message.
         let name = unsafe { std::ffi::CStr::from_ptr(name) }.to_bytes();
+        // SAFETY: a value that is not null is `size` bytes long, alive as
+        // long as the message.
         let value = (!value.is_null())
             .then(|| unsafe { std::slice::from_raw_parts(value.cast::<u8>(), size) });
         out.push((name, value));
@@ -226,7 +237,11 @@ pub(crate) fn from_message(
     };
     Ok(LogRecord {
         position,
-        timestamp_micros: u64::try_from(millis).unwrap_or_default() * 1000,
+        // Any producer sets CreateTime: a time before 1970 reads as 1970,
+        // one past what microseconds in a u64 hold as the latest there is.
+        timestamp_micros: u64::try_from(millis)
+            .unwrap_or_default()
+            .saturating_mul(1000),
         headers,
         payload: Bytes::copy_from_slice(message.payload().unwrap_or_default()),
     })
@@ -339,7 +354,8 @@ mod tests {
         assert!(topic_name("agents", "a b").is_err());
         assert!(topic_name("", "t").is_err());
         assert!(topic_name(&"s".repeat(200), &"t".repeat(49)).is_err());
-        let info = topic_info("agents", "agent.commands", 8);
+        let info = topic_info("agents", "agent.commands", 8).unwrap();
+        assert!(topic_info("agents", "agent.commands", 0).is_err());
         assert_eq!(info.stream_id, name_id("agents"));
         assert_ne!(info.stream_id, info.topic_id);
     }

@@ -1,6 +1,7 @@
 //! The checks of the log conformance suite, one function each (see
 //! [`super::Check`]).
 
+use std::num::NonZeroU32;
 use std::time::Duration;
 
 use agdx_wire::{HeaderKind, HeaderValue, Headers};
@@ -26,7 +27,7 @@ pub async fn append_and_poll_keep_order(Subject { log, stream, .. }: Subject) {
         (
             topic.stream.as_str(),
             topic.topic.as_str(),
-            topic.partitions
+            topic.partitions.get()
         ),
         (stream.as_str(), "orders", 3)
     );
@@ -213,7 +214,7 @@ pub async fn records_keyed_by_conversation_land_in_its_partition(
         "01JABCDEFGHJKMNPQRSTVWXYZ0",
     ];
     for conversation in conversations {
-        let partition = partition_for_key(conversation.as_bytes(), partitions);
+        let partition = partition_for_key(conversation.as_bytes(), topic.partitions);
         for _ in 0..2 {
             log.append(&topic, partition, vec![record(conversation)])
                 .await
@@ -224,7 +225,7 @@ pub async fn records_keyed_by_conversation_land_in_its_partition(
         let got = texts(&drain(log.as_ref(), &topic, partition, 0, 100).await);
         let expected: Vec<&str> = conversations
             .iter()
-            .filter(|c| partition_for_key(c.as_bytes(), partitions) == partition)
+            .filter(|c| partition_for_key(c.as_bytes(), topic.partitions) == partition)
             .flat_map(|c| [*c, *c])
             .collect();
         assert_eq!(got, expected, "partition {partition}");
@@ -233,7 +234,7 @@ pub async fn records_keyed_by_conversation_land_in_its_partition(
 
 /// Appends `per_partition` records `p<partition>-<n>` to every partition.
 async fn fill(log: &SharedLog, topic: &TopicInfo, per_partition: u64) {
-    for partition in 0..topic.partitions {
+    for partition in 0..topic.partitions.get() {
         let records = (0..per_partition)
             .map(|n| record(format!("p{partition}-{n}")))
             .collect();
@@ -555,7 +556,7 @@ pub async fn bad_requests_give_typed_errors(Subject { log, stream, .. }: Subject
         topic: "nowhere".into(),
         stream_id: u32::MAX - 7,
         topic_id: 1,
-        partitions: 1,
+        partitions: NonZeroU32::MIN,
     };
     let append = log.append(&missing, 0, vec![record("x")]).await;
     assert!(

@@ -140,7 +140,7 @@ impl Fabric {
     /// Every record of `topic`, all partitions, in (partition, offset) order.
     pub async fn records(&self, topic: &TopicInfo) -> Vec<LogRecord> {
         let mut all = Vec::new();
-        for partition in 0..topic.partitions {
+        for partition in 0..topic.partitions.get() {
             all.extend(super::drain(self.log.as_ref(), topic, partition, 0, 1000).await);
         }
         all

@@ -177,6 +177,19 @@ fn panic_message(panic: Box<dyn Any + Send>) -> String {
     }
 }
 
+/// The objects of a command's `--json` output: one JSON object a line.
+pub fn json_lines(stdout: &str) -> Vec<serde_json::Value> {
+    stdout
+        .lines()
+        .map(
+            |line| match serde_json::from_str::<serde_json::Value>(line) {
+                Ok(object) if object.is_object() => object,
+                _ => panic!("not a JSON object on its line: {line:?} in {stdout}"),
+            },
+        )
+        .collect()
+}
+
 /// Like [`eventually`] for long work: calls `probe` every 50 ms until it
 /// returns `Ok`, failing the test with `what` only when the progress it
 /// reports (`Err(done so far)`) stands still for [`PATIENCE`], so a slow

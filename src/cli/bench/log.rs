@@ -24,7 +24,7 @@
 //! do it.
 //!
 //! The comparison is like for like in either durability mode of the log
-//! (see [`crate::log::iggy::Durability`]): with `fsync`, each of our appends
+//! (see [`agdx::log::iggy::Durability`]): with `fsync`, each of our appends
 //! is flushed with fsync before it returns, and the plain client flushes
 //! the same way after each send; with `server`, neither flushes. The
 //! target's durability must be the log's.
@@ -33,14 +33,13 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use agdx_wire::{HeaderValue, Headers};
+use agdx::wire::{HeaderValue, Headers};
 use bytes::Bytes;
 use iggy::prelude::{HeaderKey, HeaderValue as IggyHeaderValue, IggyError, IggyMessage};
 
-use super::plain::PlainClient;
-pub use super::plain::PlainIggyTarget;
-use crate::log::iggy::Durability;
-use crate::log::{LogError, OutgoingRecord, SharedLog, TopicInfo};
+use super::plain::{PlainClient, PlainIggyTarget};
+use agdx::log::iggy::Durability;
+use agdx::log::{LogError, OutgoingRecord, SharedLog, TopicInfo};
 
 /// What to run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -118,7 +117,7 @@ pub struct BenchFigures {
 /// What the bench measured.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LogBenchReport {
-    /// The log, as [`crate::log::Log::describe`] puts it.
+    /// The log, as [`agdx::log::Log::describe`] puts it.
     pub log: String,
     /// The options it ran with.
     pub options: LogBenchOptions,
@@ -199,7 +198,7 @@ impl fmt::Display for LogBenchReport {
 }
 
 /// How the reports name a durability mode: what each side does per append.
-pub(crate) fn durability_note(durability: Option<Durability>) -> &'static str {
+pub(super) fn durability_note(durability: Option<Durability>) -> &'static str {
     match durability {
         Some(Durability::Fsync) => {
             " with durability=fsync (every append, ours and plain, flushed with fsync before it returns)"

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use agdx_wire::{HeaderKind, HeaderValue, Headers};
+use agdx::wire::{HeaderKind, HeaderValue, Headers};
 use iggy::prelude::{
     Client, Consumer, HeaderKey, HeaderValue as IggyHeaderValue, Identifier, IggyClient, IggyError,
     IggyMessage, MessageClient, Partitioning, PollingStrategy, StreamClient,
@@ -11,8 +11,8 @@ use iggy::prelude::{
 
 use iggy_common::locking::IggyRwLockFn;
 
-use crate::log::iggy::Durability;
-use crate::log::{LogError, LogSpec, TopicInfo};
+use agdx::log::iggy::Durability;
+use agdx::log::{LogError, LogSpec, TopicInfo};
 
 /// An Iggy server to run a workload against with the plain `iggy` client,
 /// and the durability the plain client gives its sends so that it does the
@@ -35,11 +35,11 @@ impl PlainIggyTarget {
     }
 
     /// The server a log spec names, with the spec's durability; `None` for
-    /// the embedded log.
+    /// the other logs.
     pub fn for_spec(spec: &LogSpec) -> Option<Self> {
         match spec {
             LogSpec::Iggy { url, durability } => Some(Self::new(url.clone(), *durability)),
-            LogSpec::Embedded(_) | LogSpec::Kafka(_) => None,
+            _ => None,
         }
     }
 
@@ -61,7 +61,7 @@ fn with_nodelay(url: &str) -> String {
 }
 
 /// `headers` as typed headers of the `iggy` client's map API.
-pub(crate) fn typed_headers(
+pub(super) fn typed_headers(
     headers: &Headers,
 ) -> Result<BTreeMap<HeaderKey, IggyHeaderValue>, IggyError> {
     headers
@@ -104,7 +104,7 @@ fn typed_value(value: &HeaderValue) -> Result<IggyHeaderValue, IggyError> {
 }
 
 /// The plain `iggy` client on the bench server.
-pub(crate) struct PlainClient {
+pub(super) struct PlainClient {
     client: IggyClient,
     target: String,
     durability: Durability,
@@ -112,7 +112,7 @@ pub(crate) struct PlainClient {
 }
 
 impl PlainClient {
-    pub(crate) async fn connect(target: &PlainIggyTarget) -> Result<Self, LogError> {
+    pub(super) async fn connect(target: &PlainIggyTarget) -> Result<Self, LogError> {
         let client =
             IggyClient::from_connection_string(&with_nodelay(&target.url)).map_err(|e| {
                 LogError::InvalidInput(format!(
@@ -134,7 +134,7 @@ impl PlainClient {
         Ok(plain)
     }
 
-    pub(crate) fn error(&self, doing: &str, e: IggyError) -> LogError {
+    pub(super) fn error(&self, doing: &str, e: IggyError) -> LogError {
         LogError::Backend(format!(
             "plain iggy client at {}: {doing}: {e}",
             self.target
@@ -149,7 +149,7 @@ impl PlainClient {
 
     /// Sends `messages` to `partition`, then, with [`Durability::Fsync`],
     /// flushes the partition with fsync.
-    pub(crate) async fn send(
+    pub(super) async fn send(
         &self,
         topic: &TopicInfo,
         partition: u32,
@@ -176,7 +176,7 @@ impl PlainClient {
 
     /// Reads up to `batch` records of `partition` from `from`, reading each
     /// one's headers; how many came and the offset after the last.
-    pub(crate) async fn poll(
+    pub(super) async fn poll(
         &self,
         topic: &TopicInfo,
         partition: u32,
@@ -206,7 +206,7 @@ impl PlainClient {
         Ok((polled.messages.len() as u64, next))
     }
 
-    pub(crate) async fn delete_stream(&self, stream_id: u32) -> Result<(), LogError> {
+    pub(super) async fn delete_stream(&self, stream_id: u32) -> Result<(), LogError> {
         let id = Identifier::numeric(stream_id)
             .map_err(|e| self.error("addressing the bench stream", e))?;
         self.client
@@ -215,7 +215,7 @@ impl PlainClient {
             .map_err(|e| self.error("deleting the bench stream", e))
     }
 
-    pub(crate) async fn close(&self) {
+    pub(super) async fn close(&self) {
         // The bench is over; a failure to say goodbye changes nothing.
         let _ = self.client.shutdown().await;
     }

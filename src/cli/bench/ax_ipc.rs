@@ -13,21 +13,21 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agdx_wire::{AgentId, ContentType};
+use agdx::wire::{AgentId, ContentType};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
 use tokio_util::sync::CancellationToken;
 
 use super::{BenchError, ms, percentile};
-use crate::ask::Requester;
-use crate::bridge::ax_ipc::{
+use agdx::Requester;
+use agdx::TopologyConfig;
+use agdx::bridge::ax_ipc::{
     ActionSchemas, AxIpcBridge, FrameDecoder, Gate, HEARTBEAT_EVERY, Routes, bind, encode_frame,
     serve_socket,
 };
-use crate::log::SharedLog;
-use crate::producer::{CommandRequest, Producer};
-use crate::topology::TopologyConfig;
-use crate::worker::{EchoHandler, Worker, WorkerConfig};
+use agdx::log::SharedLog;
+use agdx::worker::{EchoHandler, Worker, WorkerConfig};
+use agdx::{CommandRequest, Producer};
 
 /// The request every call makes (valid for the shipped `memory_list` schema).
 const REQUEST: &str = r#"{"action":"memory_list","scope":"bench","limit":10}"#;
@@ -56,7 +56,7 @@ impl Default for AxIpcBenchOptions {
 /// The two runs' figures.
 #[derive(Debug, Clone)]
 pub struct AxIpcBenchReport {
-    /// The log, as [`crate::log::Log::describe`] puts it.
+    /// The log, as [`agdx::log::Log::describe`] puts it.
     pub log: String,
     /// The options it ran with.
     pub options: AxIpcBenchOptions,

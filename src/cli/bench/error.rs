@@ -1,21 +1,11 @@
-//! Benchmarks the CLI runs (`agdx bench log|ask|ax-ipc|bridge-axon|pipeline`).
-//! Each one works in a stream of its own, named `bench-...`, so it never
-//! touches the agent topics in use.
+//! Why a bench stops.
 
-pub mod ask;
-pub mod ax_ipc;
-pub mod bridge_axon;
-pub mod log;
-pub mod pipeline;
-pub mod plain;
-mod timing;
-
-use crate::ask::AskError;
-use crate::bridge::ax_ipc::{BindError, SchemaError};
-use crate::bridge::axon::{BridgeError, SendError, TokenError, TransportError};
-use crate::log::LogError;
-use crate::producer::ProduceError;
-use crate::worker::WorkerError;
+use agdx::AskError;
+use agdx::ProduceError;
+use agdx::bridge::ax_ipc::{BindError, SchemaError};
+use agdx::bridge::axon::{BridgeError, SendError, TokenError, TransportError};
+use agdx::log::LogError;
+use agdx::worker::WorkerError;
 
 /// Why a bench could not run to the end.
 #[derive(Debug, thiserror::Error)]
@@ -66,16 +56,4 @@ impl From<AskError> for BenchError {
     fn from(error: AskError) -> Self {
         BenchError::Ask(Box::new(error))
     }
-}
-
-/// The value below which `fraction` of the sorted `latencies` fall.
-pub(crate) fn percentile(latencies: &[std::time::Duration], fraction: f64) -> std::time::Duration {
-    let last = latencies.len().saturating_sub(1);
-    let index = ((last as f64) * fraction.clamp(0.0, 1.0)).round() as usize;
-    latencies.get(index).copied().unwrap_or_default()
-}
-
-/// A duration in milliseconds, for reports.
-pub(crate) fn ms(d: std::time::Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
 }

@@ -33,7 +33,7 @@ use std::fmt;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use agdx_wire::AgentId;
+use agdx::wire::AgentId;
 use bytes::Bytes;
 use iggy::prelude::IggyMessage;
 use tokio_util::sync::CancellationToken;
@@ -41,11 +41,11 @@ use tokio_util::sync::CancellationToken;
 use super::BenchError;
 use super::log::durability_note;
 use super::plain::{PlainClient, PlainIggyTarget, typed_headers};
-use crate::log::iggy::Durability;
-use crate::log::{SharedLog, TopicInfo};
-use crate::producer::{CommandRequest, PreparedBatch, Producer};
-use crate::topology::TopologyConfig;
-use crate::worker::{EchoHandler, Worker, WorkerConfig};
+use agdx::TopologyConfig;
+use agdx::log::iggy::Durability;
+use agdx::log::{SharedLog, TopicInfo};
+use agdx::worker::{EchoHandler, Worker, WorkerConfig};
+use agdx::{CommandRequest, PreparedBatch, Producer};
 
 /// What to run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,7 +75,7 @@ impl Default for PipelineBenchOptions {
 /// Publish figures per phase, and the drain.
 #[derive(Debug, Clone)]
 pub struct PipelineBenchReport {
-    /// The log, as [`crate::log::Log::describe`] puts it.
+    /// The log, as [`agdx::log::Log::describe`] puts it.
     pub log: String,
     /// The options it ran with.
     pub options: PipelineBenchOptions,

@@ -15,16 +15,16 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agdx_wire::AgentId;
+use agdx::wire::AgentId;
 use tokio_util::sync::CancellationToken;
 
 use super::BenchError;
-use crate::ask::Requester;
-use crate::bridge::axon::{self, AxonBridge, AxonBridgeConfig, Identity, Routes};
-use crate::log::SharedLog;
-use crate::producer::{CommandRequest, Producer};
-use crate::topology::TopologyConfig;
-use crate::worker::{EchoHandler, Worker, WorkerConfig};
+use agdx::Requester;
+use agdx::TopologyConfig;
+use agdx::bridge::axon::{self, AxonBridge, AxonBridgeConfig, Identity, Routes};
+use agdx::log::SharedLog;
+use agdx::worker::{EchoHandler, Worker, WorkerConfig};
+use agdx::{CommandRequest, Producer};
 
 /// What to run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,7 +83,7 @@ impl Latencies {
 /// The figures of both kinds.
 #[derive(Debug, Clone)]
 pub struct BridgeAxonBenchReport {
-    /// The log, as [`crate::log::Log::describe`] puts it.
+    /// The log, as [`agdx::log::Log::describe`] puts it.
     pub log: String,
     /// The options it ran with.
     pub options: BridgeAxonBenchOptions,
@@ -177,7 +177,7 @@ pub async fn run_bridge_axon_bench(
     let bridge_token = bridge.token(None)?;
     let bridge_id = bridge.id().clone();
     let bridge_task = tokio::spawn(bridge.run(shutdown.clone()));
-    let client = Arc::new(axon::client(
+    let client = Arc::new(axon::AxonClient::bind(
         loopback,
         &client_identity,
         vec![bridge_token],
@@ -273,7 +273,7 @@ async fn direct_once(
     let started = Instant::now();
     let request = CommandRequest::new("axon.request", body.to_vec())
         .to(echo.clone())
-        .content_type(agdx_wire::ContentType::Json);
+        .content_type(agdx::wire::ContentType::Json);
     requester.ask(request, TIMEOUT).await?;
     Ok(started.elapsed())
 }

@@ -29,7 +29,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agdx_wire::AgentId;
+use agdx::wire::AgentId;
 use bytes::Bytes;
 use iggy::prelude::IggyMessage;
 use tokio_util::sync::CancellationToken;
@@ -38,12 +38,12 @@ use super::log::durability_note;
 use super::plain::{PlainClient, PlainIggyTarget, typed_headers};
 use super::timing::{Note, TimedLog};
 use super::{BenchError, ms};
-use crate::ask::Requester;
-use crate::log::iggy::Durability;
-use crate::log::{LogError, OutgoingRecord, SharedLog, TopicInfo};
-use crate::producer::{CommandRequest, Producer};
-use crate::topology::TopologyConfig;
-use crate::worker::{EchoHandler, Worker, WorkerConfig};
+use agdx::Requester;
+use agdx::TopologyConfig;
+use agdx::log::iggy::Durability;
+use agdx::log::{LogError, OutgoingRecord, SharedLog, TopicInfo};
+use agdx::worker::{EchoHandler, Worker, WorkerConfig};
+use agdx::{CommandRequest, Producer};
 
 /// What to run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -125,7 +125,7 @@ pub struct IdleCpu {
 /// Round-trip figures.
 #[derive(Debug, Clone)]
 pub struct AskBenchReport {
-    /// The log, as [`crate::log::Log::describe`] puts it.
+    /// The log, as [`agdx::log::Log::describe`] puts it.
     pub log: String,
     /// The options it ran with.
     pub options: AskBenchOptions,
@@ -358,7 +358,7 @@ pub async fn run_ask_bench(
         None
     } else {
         // Let the readers of the last asks see nobody waits and stop.
-        tokio::time::sleep(crate::ask::READER_LINGER + Duration::from_millis(500)).await;
+        tokio::time::sleep(agdx::READER_LINGER + Duration::from_millis(500)).await;
         let idle = cpu_share(options.idle, tokio::time::sleep(options.idle)).await;
         stop_worker(&shutdown, worker_task.take()).await?;
         let request = CommandRequest::new("echo", body.clone()).to(agent("bench-nobody"));
@@ -387,7 +387,7 @@ pub async fn run_ask_bench(
 /// Stops the echo worker, unless it was stopped already.
 async fn stop_worker(
     shutdown: &CancellationToken,
-    task: Option<tokio::task::JoinHandle<Result<(), crate::worker::WorkerError>>>,
+    task: Option<tokio::task::JoinHandle<Result<(), agdx::worker::WorkerError>>>,
 ) -> Result<(), BenchError> {
     shutdown.cancel();
     match task {
@@ -442,7 +442,7 @@ fn agent(name: &str) -> AgentId {
 /// The command and the reply record an ask appended, from its notes.
 fn records_of(
     notes: &[Note],
-    topology: &crate::topology::Topology,
+    topology: &agdx::Topology,
 ) -> Result<(OutgoingRecord, OutgoingRecord), BenchError> {
     let first = |topic: &str| {
         notes.iter().find_map(|note| match note {
@@ -468,7 +468,7 @@ async fn breakdown(
     timed: &TimedLog,
     requester: &Requester,
     body: &[u8],
-    topology: &crate::topology::Topology,
+    topology: &agdx::Topology,
     options: &AskBenchOptions,
 ) -> Result<Breakdown, BenchError> {
     let (commands, responses) = (&topology.commands.topic, &topology.responses.topic);
@@ -549,6 +549,7 @@ async fn cpu_share(interval: Duration, work: impl std::future::Future<Output = (
 }
 
 /// The CPU time (user and system) of this process so far, every thread.
+#[allow(unsafe_code, reason = "std does not report a process's CPU time")]
 fn process_cpu() -> Duration {
     // SAFETY: getrusage only writes the struct it is given.
     let usage = unsafe {
@@ -615,7 +616,7 @@ impl PingPong {
         let mut tasks = Vec::with_capacity(options.concurrency);
         for i in 0..options.concurrency {
             let count = share(options, i as u64);
-            let partitions = pair_partitions(i, options.concurrency, self.ping.partitions);
+            let partitions = pair_partitions(i, options.concurrency, self.ping.partitions.get());
             let from = |side: fn(&(u64, u64)) -> u64| -> Vec<u64> {
                 partitions
                     .iter()

@@ -11,14 +11,14 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 
-use crate::log::{
+use agdx::log::{
     Append, Log, LogDecorator, LogError, LogRecord, OffsetCommit, OutgoingRecord, SharedLog,
     TopicInfo,
 };
 
 /// One call the timed log saw end.
 #[derive(Debug, Clone)]
-pub(crate) enum Note {
+pub(super) enum Note {
     /// An append to `topic`, from call to answer, with its records.
     Append {
         topic: String,
@@ -35,7 +35,7 @@ pub(crate) enum Note {
 }
 
 /// [`Log`] over another log, noting calls while noting is on.
-pub(crate) struct TimedLog {
+pub(super) struct TimedLog {
     inner: SharedLog,
     notes: Arc<Notes>,
 }
@@ -48,7 +48,7 @@ struct Notes {
 }
 
 impl TimedLog {
-    pub(crate) fn new(inner: SharedLog) -> Self {
+    pub(super) fn new(inner: SharedLog) -> Self {
         Self {
             inner,
             notes: Arc::default(),
@@ -56,7 +56,7 @@ impl TimedLog {
     }
 
     /// Another log noting into the notes of `other`.
-    pub(crate) fn sharing(inner: SharedLog, other: &TimedLog) -> Self {
+    pub(super) fn sharing(inner: SharedLog, other: &TimedLog) -> Self {
         Self {
             inner,
             notes: other.notes.clone(),
@@ -64,19 +64,19 @@ impl TimedLog {
     }
 
     /// Starts noting, forgetting earlier notes.
-    pub(crate) fn start(&self) {
+    pub(super) fn start(&self) {
         self.lock().clear();
         self.notes.on.store(true, Ordering::SeqCst);
     }
 
     /// Stops noting and hands out the notes.
-    pub(crate) fn stop(&self) -> Vec<Note> {
+    pub(super) fn stop(&self) -> Vec<Note> {
         self.notes.on.store(false, Ordering::SeqCst);
         std::mem::take(&mut *self.lock())
     }
 
     /// The notes so far, noting on.
-    pub(crate) fn take(&self) -> Vec<Note> {
+    pub(super) fn take(&self) -> Vec<Note> {
         std::mem::take(&mut *self.lock())
     }
 
@@ -84,7 +84,7 @@ impl TimedLog {
     /// `commands`) and that of a reply (to `responses`), or after a
     /// second; noting on. An asker can have its reply before the worker's
     /// append call has returned, so the note of that comes a little later.
-    pub(crate) async fn take_round_trip(&self, commands: &str, responses: &str) -> Vec<Note> {
+    pub(super) async fn take_round_trip(&self, commands: &str, responses: &str) -> Vec<Note> {
         for _ in 0..1000 {
             let (command, reply) =
                 self.lock()
