@@ -187,9 +187,10 @@ impl<'a> Reader<'a> {
         })
     }
 
-    /// Skips one whole item, however nested, without recursion: a stack of
-    /// the items still owed by each open container replaces the call stack,
-    /// and it is bounded by [`MAX_NESTING`].
+    /// Skips one whole item (an unknown key's value), however nested,
+    /// without recursion: a stack of the items still owed by each open
+    /// container replaces the call stack, and it is bounded by
+    /// [`MAX_NESTING`]. Its text must still be UTF-8.
     pub(crate) fn skip(&mut self) -> Result<(), DecodeError> {
         let mut open: Vec<u64> = Vec::new();
         let mut owed: u64 = 0;
@@ -202,6 +203,13 @@ impl<'a> Reader<'a> {
                 Item::Array(n) => Some(n),
                 Item::Map(n) => Some(n.checked_mul(2).ok_or(DecodeError::Truncated)?),
                 Item::Tag => Some(1),
+                // Text that is not UTF-8 is invalid CBOR (RFC 8949
+                // section 5.3.1), skipped or not, as the reference finds.
+                Item::Text(t) if std::str::from_utf8(t).is_err() => {
+                    return Err(DecodeError::InvalidUtf8 {
+                        field: "an unknown key's value",
+                    });
+                }
                 _ => None,
             };
             if let Some(n) = items {

@@ -1150,6 +1150,17 @@ fn corpus() -> Vec<Fixture> {
             |e| matches!(e, DecodeError::Malformed(_)),
         ),
         malformed::<E>(
+            "malformed_invalid_utf8_under_unknown_key",
+            // Text that is not UTF-8 is invalid CBOR (RFC 8949 section 5.3.1)
+            // even where it is skipped.
+            with_raw_entry(event_entries(), "x-unknown", &[0x62, 0xff, b'a']),
+            |e| {
+                *e == DecodeError::InvalidUtf8 {
+                    field: "an unknown key's value",
+                }
+            },
+        ),
+        malformed::<E>(
             "malformed_nesting_too_deep",
             // The envelope map and MAX_NESTING arrays under an unknown key.
             with_raw_entry(
