@@ -5,13 +5,13 @@
 
 mod support;
 
+use agdx::CommandRequest;
 use agdx::log::OutgoingRecord;
 use agdx::wire::{
     AgentEnvelope, ContentType, DeadLetterReason, HEADER_WIRE_VERSION, HeaderValue, record_headers,
 };
 use agdx::worker::EchoHandler;
-use agdx::{CommandRequest, ReplyEvent};
-use support::fabric::{ANSWER, Running, agent_id, fabrics};
+use support::fabric::{Running, agent_id, echoed, fabrics};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_command_of_another_wire_version_is_dead_lettered_naming_it() {
@@ -59,16 +59,7 @@ async fn a_command_of_another_wire_version_is_dead_lettered_naming_it() {
             .await
             .expect("send");
         let running = Running::start(fabric.worker("echo").handle("hello", EchoHandler));
-        loop {
-            match after.next(ANSWER).await.expect("a reply") {
-                ReplyEvent::Status(_) => {}
-                ReplyEvent::Response(reply) => {
-                    assert_eq!(reply.body, b"after", "{}", fabric.backend);
-                    break;
-                }
-                other => panic!("{}: expected a response, got {other:?}", fabric.backend),
-            }
-        }
+        echoed(&mut after, b"after").await;
         running.stop().await;
 
         let dead_letters = fabric.dead_letters().await;

@@ -370,17 +370,7 @@ fn mutate_gently(rng: &mut Rng, root: &mut Node) {
             });
         }
         _ => {
-            let at = match entries
-                .iter()
-                .position(|(k, _)| k.as_text() == Some("metadata"))
-            {
-                Some(at) => at,
-                None => {
-                    entries.push((Node::text("metadata"), Node::Map(Vec::new())));
-                    entries.len() - 1
-                }
-            };
-            if let Some(metadata) = entries[at].1.entries_mut() {
+            if let Some(metadata) = metadata_entries(entries) {
                 for _ in 0..1 + rng.below(4) {
                     let key = metadata_key(rng);
                     if metadata.iter().any(|(k, _)| *k == key) {
@@ -476,17 +466,7 @@ fn mutate_once(rng: &mut Rng, root: &mut Node, donors: &[Node]) {
             let Some(entries) = root.entries_mut() else {
                 return;
             };
-            let at = match entries
-                .iter()
-                .position(|(k, _)| k.as_text() == Some("metadata"))
-            {
-                Some(at) => at,
-                None => {
-                    entries.push((Node::text("metadata"), Node::Map(Vec::new())));
-                    entries.len() - 1
-                }
-            };
-            if let Some(metadata) = entries[at].1.entries_mut() {
+            if let Some(metadata) = metadata_entries(entries) {
                 for _ in 0..1 + rng.below(3) {
                     let entry = (metadata_key(rng), metadata_value(rng));
                     let at = rng.below(metadata.len() + 1);
@@ -503,6 +483,22 @@ fn mutate_once(rng: &mut Rng, root: &mut Node, donors: &[Node]) {
             }
         }
     }
+}
+
+/// The entries of the `metadata` map among `entries`, added empty when
+/// there is none.
+fn metadata_entries(entries: &mut Vec<(Node, Node)>) -> Option<&mut Vec<(Node, Node)>> {
+    let at = match entries
+        .iter()
+        .position(|(k, _)| k.as_text() == Some("metadata"))
+    {
+        Some(at) => at,
+        None => {
+            entries.push((Node::text("metadata"), Node::Map(Vec::new())));
+            entries.len() - 1
+        }
+    };
+    entries[at].1.entries_mut()
 }
 
 fn with_map(rng: &mut Rng, root: &mut Node, f: impl FnOnce(&mut Rng, &mut Vec<(Node, Node)>)) {
