@@ -21,6 +21,7 @@ pub enum Leniency {
     DuplicateMetadataKeys,
     BytesForText,
     ArrayForBytes,
+    BytesForArray,
     UndefinedAsNull,
     PresenceVersion,
     RefusesUnassignedSimple,
@@ -61,6 +62,10 @@ pub const KNOWN: &[(Leniency, &str)] = &[
     (
         Leniency::ArrayForBytes,
         "the reference reads an array of small integers as a byte field (its JSON form); wire.md byte strings are major type 2",
+    ),
+    (
+        Leniency::BytesForArray,
+        "the reference reads a byte string as an array of its bytes where a field is an array (an empty one as an empty card capability list); wire.md arrays are major type 4",
     ),
     (
         Leniency::UndefinedAsNull,
@@ -482,6 +487,12 @@ fn typed(value: &mut Node, ty: Ty, found: &mut Vec<Leniency>) {
             }
         }
         Ty::Capabilities => {
+            if let Node::Bytes(b) = value
+                && b.is_empty()
+            {
+                found.push(Leniency::BytesForArray);
+                *value = Node::Array(Vec::new());
+            }
             if let Node::Array(items) = value {
                 for item in items {
                     structure(item, CAPABILITY, found);
