@@ -130,10 +130,10 @@ impl TryFrom<i128> for Integer {
     }
 }
 
-/// A metadata float. It is written at the shortest of half, single and
-/// double width that gives back exactly its bits (the quiet NaN as
-/// `f9 7e00`), as the reference writes it; a decoded float of another width
-/// re-encodes at that width.
+/// A metadata float, held as its `f64` bits. It is written at the shortest
+/// of half, single and double width that widens back to exactly those bits
+/// (the quiet NaN as `f9 7e00`), as the reference writes it, whatever width
+/// it was decoded from; no constructor picks another width.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Float(u64);
 
