@@ -61,6 +61,15 @@ impl Node {
         }
     }
 
+    /// The items, when the item is an array.
+    pub fn items_mut(&mut self) -> Option<&mut Vec<Node>> {
+        match self {
+            Node::Array(items) => Some(items),
+            Node::Styled(_, inner) => inner.items_mut(),
+            _ => None,
+        }
+    }
+
     /// The entries, when the item is a map.
     pub fn entries(&self) -> Option<&[(Node, Node)]> {
         match self {

@@ -1,5 +1,5 @@
 //! The two corpora the generated inputs start from: ours (`fixtures/`, typed
-//! by its manifest) and the reference's whole public agent corpus (embedded
+//! by its manifest, and its signed envelopes) and the reference's whole public agent corpus (embedded
 //! in laser-wire's `fixtures` feature).
 
 use std::path::PathBuf;
@@ -20,8 +20,7 @@ pub fn fixtures_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures")
 }
 
-/// Our corpus, from `fixtures/MANIFEST.tsv`; fold snapshots have no
-/// counterpart in the reference and are left out.
+/// Our corpus, from `fixtures/MANIFEST.tsv`.
 pub fn ours() -> Result<Vec<Seed>, String> {
     let dir = fixtures_dir();
     let manifest = std::fs::read_to_string(dir.join("MANIFEST.tsv"))
@@ -46,7 +45,33 @@ pub fn ours() -> Result<Vec<Seed>, String> {
             valid: expect == "valid",
         });
     }
+    // The signed envelopes, so that generated inputs carry signatures too.
+    for vector in signed_vectors()? {
+        let file = vector["file"]
+            .as_str()
+            .ok_or("signed/VECTORS.json: a vector without file")?;
+        let bytes = std::fs::read(dir.join(file)).map_err(|e| format!("reading {file}: {e}"))?;
+        seeds.push(Seed {
+            name: file.to_owned(),
+            payload: Payload::Envelope,
+            bytes,
+            valid: true,
+        });
+    }
     Ok(seeds)
+}
+
+/// The vectors of `fixtures/signed/VECTORS.json`.
+pub fn signed_vectors() -> Result<Vec<serde_json::Value>, String> {
+    let path = fixtures_dir().join("signed/VECTORS.json");
+    let vectors: serde_json::Value = std::fs::read(&path)
+        .map_err(|e| e.to_string())
+        .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    vectors["vectors"]
+        .as_array()
+        .cloned()
+        .ok_or_else(|| format!("{}: no vectors list", path.display()))
 }
 
 /// What a file of the reference's agent corpus is.
@@ -78,6 +103,7 @@ pub fn reference_entry(name: &str) -> Entry {
         "agent_presence.bin" => Entry::Payload(Payload::Presence),
         "agent_signature.bin" => Entry::Payload(Payload::Signature),
         "agent_record.bin" => Entry::Record,
+        FOLD_SNAPSHOT => Entry::Payload(Payload::FoldSnapshot),
         n if WORKFLOW_FRAMES.contains(&n) => Entry::NotAgdx(
             "LaserData agent-workflow control frames (laser_wire::agent_workflow), not AGDX payloads",
         ),
@@ -85,11 +111,16 @@ pub fn reference_entry(name: &str) -> Entry {
     }
 }
 
-/// Every `agent_*` file of the reference corpus, in its order.
+/// The reference's fold snapshot: not named `agent_*`, but the AGDX fold
+/// snapshot (wire.md, Capsules) all the same.
+const FOLD_SNAPSHOT: &str = "fold_snapshot.bin";
+
+/// Every AGDX file of the reference corpus (each `agent_*` file and its fold
+/// snapshot), in its order.
 pub fn reference_files() -> Vec<(&'static str, &'static [u8])> {
     laser_wire::fixtures::ALL
         .iter()
-        .filter(|(name, _)| name.starts_with("agent_"))
+        .filter(|(name, _)| name.starts_with("agent_") || *name == FOLD_SNAPSHOT)
         .copied()
         .collect()
 }

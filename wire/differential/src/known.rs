@@ -19,12 +19,14 @@ pub enum Leniency {
     NullForAbsent,
     ByteStringKeys,
     DuplicateMetadataKeys,
+    DuplicatePartitions,
     BytesForText,
     ArrayForBytes,
     BytesForArray,
     UndefinedAsNull,
     PresenceVersion,
     RefusesUnassignedSimple,
+    RefusesHugeNegativeBignum,
     RefusesLongKeys,
     PresenceInboxCap,
 }
@@ -56,6 +58,10 @@ pub const KNOWN: &[(Leniency, &str)] = &[
         "the reference keeps the last of repeated metadata keys; wire.md fails on a duplicate key",
     ),
     (
+        Leniency::DuplicatePartitions,
+        "the reference keeps the last of repeated partitions in a fold snapshot's `as_of`; wire.md fails on a duplicate key",
+    ),
+    (
         Leniency::BytesForText,
         "the reference reads a UTF-8 byte string as a metadata text value; wire.md text is major type 3",
     ),
@@ -78,6 +84,10 @@ pub const KNOWN: &[(Leniency, &str)] = &[
     (
         Leniency::RefusesUnassignedSimple,
         "the other way round: the reference refuses an unassigned simple value (0xe0..0xf3, 0xf8 0x20..0xff) even under an unknown key; wire.md ignores unknown keys, and those values are well-formed, valid CBOR",
+    ),
+    (
+        Leniency::RefusesHugeNegativeBignum,
+        "the other way round: the reference refuses a negative bignum (tag 3 before at most 16 bytes) below -2^127 even under an unknown key (it reads the value as an i128); wire.md ignores unknown keys, and the item is well-formed, valid CBOR",
     ),
     (
         Leniency::PresenceInboxCap,
@@ -236,6 +246,7 @@ fn schema(payload: Payload) -> &'static [Field] {
         Payload::Card => CARD,
         Payload::Presence => PRESENCE,
         Payload::Usage => USAGE,
+        Payload::FoldSnapshot => SNAPSHOT,
     }
 }
 
@@ -264,8 +275,9 @@ pub fn normalize(node: &Node, payload: Payload) -> (Node, Vec<Leniency>) {
 }
 
 /// The input without what the reference refuses but wire.md accepts (an
-/// unknown key holding an unassigned simple value, a key longer than the
-/// reference's buffer), and whether there was any. A presence `inbox` past
+/// unknown key holding an unassigned simple value or a negative bignum below
+/// -2^127, a key longer than the reference's buffer), and whether there was
+/// any. A presence `inbox` past
 /// the reference's cap is cut to it: a rule agdx lacks, not a way it reads
 /// the input.
 pub fn without_refused(node: &Node, payload: Payload) -> (Node, Vec<Leniency>) {
@@ -303,46 +315,61 @@ fn drop_refused(node: &mut Node, fields: &'static [Field], found: &mut Vec<Lenie
         match fields.iter().find(|f| key.as_text() == Some(f.0)) {
             Some(Field(_, Ty::Struct(inner), _)) => drop_refused(value, inner, found),
             Some(Field(_, Ty::Capabilities, _)) => {
-                if let Node::Array(items) = value {
+                if let Some(items) = value.items_mut() {
                     items
                         .iter_mut()
                         .for_each(|i| drop_refused(i, CAPABILITY, found));
                 }
             }
             Some(_) => {}
-            None if has_unassigned_simple(value) => {
-                found.push(Leniency::RefusesUnassignedSimple);
-                return false;
+            None => {
+                if let Some(refused) = refused_anywhere(value) {
+                    found.push(refused);
+                    return false;
+                }
             }
-            None => {}
         }
         true
     });
 }
 
-fn has_unassigned_simple(node: &Node) -> bool {
+/// What the reference refuses in an item wherever it sits, an unknown key's
+/// value included: an unassigned simple value, or a negative bignum (tag 3
+/// before at most 16 bytes) below -2^127, which it reads as an `i128`.
+fn refused_anywhere(node: &Node) -> Option<Leniency> {
     match node {
-        Node::Simple(v) => !(20..=23).contains(v),
-        Node::Array(items) => items.iter().any(has_unassigned_simple),
+        Node::Simple(v) if !(20..=23).contains(v) => Some(Leniency::RefusesUnassignedSimple),
+        Node::Tag(3, inner) if bignum_magnitude(inner).is_some_and(|v| v > i128::MAX as u128) => {
+            Some(Leniency::RefusesHugeNegativeBignum)
+        }
+        Node::Array(items) => items.iter().find_map(refused_anywhere),
         Node::Map(entries) => entries
             .iter()
-            .any(|(k, v)| has_unassigned_simple(k) || has_unassigned_simple(v)),
-        Node::Tag(_, inner) | Node::Styled(_, inner) => has_unassigned_simple(inner),
-        _ => false,
+            .find_map(|(k, v)| refused_anywhere(k).or_else(|| refused_anywhere(v))),
+        Node::Tag(_, inner) | Node::Styled(_, inner) => refused_anywhere(inner),
+        _ => None,
+    }
+}
+
+/// The value of a bignum's content, when the reference reads it as one
+/// where any item may stand: a definite byte string of at most 16 bytes.
+fn bignum_magnitude(content: &Node) -> Option<u128> {
+    match content {
+        Node::Bytes(b) if b.len() <= 16 => big(b),
+        Node::Styled(Style::Wide(_), inner) => bignum_magnitude(inner),
+        _ => None,
     }
 }
 
 /// Removes tags before an item and indefinite lengths, outermost first.
-/// Where the reference reads an integer (`integers`), tags 2 and 3 before
-/// at most 16 bytes are bignums and become integers.
+/// Where the reference reads an integer (`integers`), tags 2 and 3 are
+/// bignums and become integers.
 fn untag(node: &mut Node, found: &mut Vec<Leniency>, integers: bool) {
     loop {
         match node {
             Node::Tag(tag, inner) => {
-                let bignum = match (&**inner, *tag) {
-                    (Node::Bytes(b), 2 | 3) if integers && b.len() <= 16 => {
-                        big(b).map(|v| (v, *tag == 3))
-                    }
+                let bignum = match *tag {
+                    2 | 3 if integers => bignum_as_integer(inner).map(|v| (v, *tag == 3)),
                     _ => None,
                 };
                 match bignum {
@@ -373,6 +400,22 @@ fn untag(node: &mut Node, found: &mut Vec<Leniency>, integers: bool) {
             }
             _ => return,
         }
+    }
+}
+
+/// The value of a bignum's content where the reference expects an
+/// integer: a byte string of any form, at most 16 bytes past its leading
+/// zeros.
+fn bignum_as_integer(content: &Node) -> Option<u128> {
+    match content {
+        Node::Bytes(b) => {
+            let significant = &b[b.iter().take_while(|&&byte| byte == 0).count()..];
+            (significant.len() <= 16)
+                .then(|| big(significant))
+                .flatten()
+        }
+        Node::Styled(_, inner) => bignum_as_integer(inner),
+        _ => None,
     }
 }
 
@@ -471,36 +514,45 @@ fn typed(value: &mut Node, ty: Ty, found: &mut Vec<Leniency>) {
         Ty::Struct(fields) => structure(value, fields, found),
         Ty::Metadata => metadata(value, found),
         Ty::Bytes => {
-            let bytes = match value {
-                Node::Array(items) => items
+            // Each item is read as an integer: tags skipped, bignums read.
+            let mut read = Vec::new();
+            let bytes = value.items_mut().and_then(|items| {
+                items
                     .iter()
-                    .map(|i| match i {
-                        Node::Uint(b) => u8::try_from(*b).ok(),
-                        _ => None,
+                    .map(|i| {
+                        let mut i = i.clone();
+                        untag(&mut i, &mut read, true);
+                        unstyle(&mut i);
+                        match i {
+                            Node::Uint(b) => u8::try_from(b).ok(),
+                            _ => None,
+                        }
                     })
-                    .collect::<Option<Vec<u8>>>(),
-                _ => None,
-            };
+                    .collect::<Option<Vec<u8>>>()
+            });
             if let Some(bytes) = bytes {
                 found.push(Leniency::ArrayForBytes);
+                found.append(&mut read);
                 *value = Node::Bytes(bytes);
             }
         }
         Ty::Capabilities => {
+            unstyle(value);
             if let Node::Bytes(b) = value
                 && b.is_empty()
             {
                 found.push(Leniency::BytesForArray);
                 *value = Node::Array(Vec::new());
             }
-            if let Node::Array(items) = value {
+            if let Some(items) = value.items_mut() {
                 for item in items {
                     structure(item, CAPABILITY, found);
                 }
             }
         }
         Ty::ContentRef => structure(value, &[], found),
-        Ty::Text | Ty::Uint | Ty::Bool | Ty::AsOf => {}
+        Ty::AsOf => as_of(value, found),
+        Ty::Text | Ty::Uint | Ty::Bool => {}
     }
 }
 
@@ -530,10 +582,33 @@ fn metadata(node: &mut Node, found: &mut Vec<Leniency>) {
     *entries = kept;
 }
 
+/// A fold snapshot's `as_of` is a map of integers read through serde's map
+/// path: tags skipped (bignums read as integers), the last of repeated
+/// partitions kept.
+fn as_of(node: &mut Node, found: &mut Vec<Leniency>) {
+    let Some(entries) = node.entries_mut() else {
+        return;
+    };
+    let mut kept: Vec<(Node, Node)> = Vec::new();
+    for (mut partition, mut offset) in std::mem::take(entries) {
+        untag(&mut partition, found, true);
+        unstyle(&mut partition);
+        untag(&mut offset, found, true);
+        match kept.iter_mut().find(|(p, _)| *p == partition) {
+            Some(slot) => {
+                found.push(Leniency::DuplicatePartitions);
+                slot.1 = offset;
+            }
+            None => kept.push((partition, offset)),
+        }
+    }
+    *entries = kept;
+}
+
 fn metadata_value(node: &mut Node, found: &mut Vec<Leniency>) {
     unstyle(node);
     if let Node::Tag(2 | 3, inner) = node
-        && matches!(&**inner, Node::Bytes(b) if b.len() <= 16)
+        && bignum_magnitude(inner).is_some()
     {
         untag(node, found, true);
     }

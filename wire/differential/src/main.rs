@@ -24,6 +24,8 @@ mod mutate;
 mod record;
 mod run;
 mod signing;
+#[cfg(test)]
+mod tests;
 
 use std::collections::BTreeMap;
 use std::process::ExitCode;
@@ -34,8 +36,9 @@ use run::{Outcome, Payload, hex};
 
 /// How one input came out.
 enum Verdict {
-    /// Both accepted and wrote the same bytes.
-    SameBytes,
+    /// Both accepted and wrote the same bytes; `signed` when the input is a
+    /// signed envelope and both compute the same signing input.
+    SameBytes { signed: bool },
     /// Both refused.
     BothRefuse,
     /// The reference accepted what agdx refuses, for these known reasons only.
@@ -52,7 +55,13 @@ fn compare(payload: Payload, bytes: &[u8]) -> Verdict {
     }
     if ours.agrees_with(&theirs) {
         return match ours {
-            Outcome::Accepted(_) => Verdict::SameBytes,
+            Outcome::Accepted(_) if payload == Payload::Envelope => {
+                match signing::same_preimage(bytes) {
+                    Ok(signed) => Verdict::SameBytes { signed },
+                    Err(why) => Verdict::Failure(why),
+                }
+            }
+            Outcome::Accepted(_) => Verdict::SameBytes { signed: false },
             _ => Verdict::BothRefuse,
         };
     }
@@ -104,6 +113,8 @@ fn shortened(hex: &str) -> String {
 #[derive(Default)]
 struct Tally {
     same_bytes: usize,
+    /// Of those, signed envelopes with the same signing input in both.
+    same_preimage: usize,
     both_refuse: usize,
     known_inputs: usize,
     by_leniency: BTreeMap<Leniency, usize>,
@@ -116,7 +127,10 @@ impl Tally {
     /// Compares one input; false when it is a failure.
     fn add(&mut self, label: &str, payload: Payload, bytes: &[u8]) -> bool {
         match compare(payload, bytes) {
-            Verdict::SameBytes => self.same_bytes += 1,
+            Verdict::SameBytes { signed } => {
+                self.same_bytes += 1;
+                self.same_preimage += usize::from(signed);
+            }
             Verdict::BothRefuse => self.both_refuse += 1,
             Verdict::Known(found) => {
                 self.known_inputs += 1;
@@ -145,8 +159,8 @@ impl Tally {
 
     fn line(&self) -> String {
         let mut out = format!(
-            "both accept the same bytes {}, both refuse {}, known differences {}",
-            self.same_bytes, self.both_refuse, self.known_inputs
+            "both accept the same bytes {} (signed, with the same signing input: {}), both refuse {}, known differences {}",
+            self.same_bytes, self.same_preimage, self.both_refuse, self.known_inputs
         );
         if !self.by_leniency.is_empty() {
             let parts: Vec<String> = self
@@ -214,13 +228,13 @@ fn generated_phase(
     for n in 0..inputs {
         // Two inputs in five mutate a positive gently, so that both sides
         // have bytes to compare; envelopes, what the contract is mostly
-        // about, are three in four.
+        // about, are three in four, capsules the rest.
         let gentle = rng.chance(40);
         let envelopes = rng.chance(75);
         let pool: Vec<&(usize, cbor::Node)> = trees
             .iter()
             .filter(|(i, _)| !gentle || seeds[*i].valid)
-            .filter(|(i, _)| !envelopes || seeds[*i].payload == Payload::Envelope)
+            .filter(|(i, _)| (seeds[*i].payload == Payload::Envelope) == envelopes)
             .collect();
         let (index, tree) = *rng.pick(&pool);
         let seed_file = &seeds[*index];
@@ -260,7 +274,10 @@ fn check_one(hex_input: Option<&String>, type_name: Option<&String>) -> ExitCode
     println!("agdx      {}", run::agdx(payload, &bytes).short());
     println!("reference {}", run::reference(payload, &bytes).short());
     match compare(payload, &bytes) {
-        Verdict::SameBytes => println!("agree: the same bytes"),
+        Verdict::SameBytes { signed: false } => println!("agree: the same bytes"),
+        Verdict::SameBytes { signed: true } => {
+            println!("agree: the same bytes and the same signing input")
+        }
         Verdict::BothRefuse => println!("agree: both refuse"),
         Verdict::Known(found) => println!("known difference: {found:?}"),
         Verdict::Failure(_) => {

@@ -201,8 +201,14 @@ pub fn random_value(rng: &mut Rng, depth: usize) -> Node {
         ),
         9 => {
             let tag = *rng.pick(&[0, 1, 2, 3, 24, 32, 55_799, 1_000_000]);
+            // Bignums around the 64- and 128-bit edges, leading zeros too.
             let inner = if tag == 2 || tag == 3 {
-                Node::Bytes(vec![1; rng.below(18)])
+                let len = *rng.pick(&[0, 1, 7, 8, 9, 15, 16, 17, 18]);
+                let mut bytes = vec![*rng.pick(&[0x00, 0x01, 0x7f, 0x80, 0xff]); len];
+                if let Some(last) = bytes.last_mut() {
+                    *last = rng.next() as u8;
+                }
+                Node::Bytes(bytes)
             } else {
                 random_value(rng, depth - 1)
             };
@@ -243,12 +249,16 @@ fn metadata_value(rng: &mut Rng) -> Node {
         3 => nest(1 + rng.below(3), Node::text("a")),
         // Around the limit: the envelope, the metadata map, then arrays.
         4 => nest(250 + rng.below(8), Node::Array(Vec::new())),
-        5 => Node::Array(vec![Node::text("x"); rng.below(120)]),
+        // Each item counts 1 + 1: 512 of them are the 1024 cap.
+        5 => Node::Array(vec![Node::text("x"); *rng.pick(&[0, 119, 511, 512, 513])]),
         6 => Node::Text(vec![b'v'; *rng.pick(&[1, 1022, 1024, 1025])]),
         _ => random_value(rng, 2),
     }
 }
 
+/// A metadata key: short ones whose byte-wise and length-first orders
+/// differ, pinned keys, keys around the 256-byte cap, and numbered ones
+/// enough to pass the 32-entry cap.
 fn metadata_key(rng: &mut Rng) -> Node {
     let keys = [
         "role",
@@ -264,7 +274,27 @@ fn metadata_key(rng: &mut Rng) -> Node {
         "k10",
         "k2",
     ];
-    Node::text(rng.pick::<&str>(&keys))
+    match rng.below(10) {
+        0 => Node::Text(vec![b'm'; *rng.pick(&[255, 256, 257])]),
+        1 | 2 => Node::text(&format!("k{}", rng.below(40))),
+        _ => Node::text(rng.pick::<&str>(&keys)),
+    }
+}
+
+/// Adds distinct numbered keys to `metadata` until it holds 31, 32 or 33
+/// entries (the cap is 32), with values that keep the total size in bounds.
+fn fill_metadata(rng: &mut Rng, metadata: &mut Vec<(Node, Node)>) {
+    let want = 31 + rng.below(3);
+    for n in 0..want {
+        if metadata.len() >= want {
+            return;
+        }
+        let key = Node::text(&format!("fill{n:02}"));
+        if !metadata.iter().any(|(k, _)| *k == key) {
+            let at = rng.below(metadata.len() + 1);
+            metadata.insert(at, (key, Node::Uint(n as u64)));
+        }
+    }
 }
 
 /// Indices (pre-order) of the maps in `node`.
@@ -324,14 +354,111 @@ fn valid_metadata_value(rng: &mut Rng, depth: usize) -> Node {
     }
 }
 
+/// A well-typed value for the field `name` (of whichever payload has it),
+/// around the field's caps and rules, so that the validity rules of both
+/// sides meet inputs that decode.
+fn well_typed(rng: &mut Rng, name: &str) -> Option<Node> {
+    let text_of = |rng: &mut Rng, lens: &[usize]| Node::Text(vec![b'a'; *rng.pick(lens)]);
+    let bytes_of = |rng: &mut Rng, lens: &[usize]| {
+        let fill = rng.next() as u8;
+        Node::Bytes(vec![fill; *rng.pick(lens)])
+    };
+    let uint = |rng: &mut Rng, values: &[u64]| Node::Uint(*rng.pick(values));
+    Some(match name {
+        "kind" => Node::text(
+            rng.pick::<&str>(&["command", "response", "event", "chunk", "status", "error"]),
+        ),
+        "record" | "conversation" | "cause" | "correlation" | "channel" => bytes_of(rng, &[16]),
+        "cause_at" | "payload" | "state" | "body" => bytes_of(rng, &[0, 1, 20]),
+        // An envelope's agent id, or a dead letter's log position.
+        "source" if rng.chance(50) => bytes_of(rng, &[20]),
+        "source" | "target" | "agent" => text_of(rng, &[1, 256, 257]),
+        "idempotency_key" => text_of(rng, &[1, 64, 65]),
+        "operation" => Node::text(rng.pick::<&str>(&[
+            "task",
+            "card",
+            "progress",
+            "quarantine",
+            "unquarantine",
+            "chat",
+            "reasoning",
+            "tool_args",
+            "state_delta",
+            "summarize",
+        ])),
+        "finish_reason" | "tool" | "name" | "version" | "skill_id" | "message" | "detail"
+        | "inbox" => text_of(rng, &[0, 1, 256, 257]),
+        "reference" => text_of(rng, &[0, 1, 1024, 1025]),
+        "last" | "retryable" => rng.pick(&[Node::TRUE, Node::FALSE]).clone(),
+        "key_id" => bytes_of(rng, &[7, 8, 9]),
+        "bytes" => bytes_of(rng, &[63, 64, 65]),
+        "sha256" => bytes_of(rng, &[31, 32, 33]),
+        "task_state" | "code" | "reason" | "scheme" | "encryption" | "health" | "v" => {
+            uint(rng, &[0, 1, 2, 3, 4, 7, 8, 9, 10, 255])
+        }
+        "content_type" | "cost_class" | "latency_class" => uint(rng, &[0, 1, 8, 255, 256]),
+        "agent_version" | "attempts" | "max_concurrency" | "load" => uint(
+            rng,
+            &[0, 1, 1000, 1001, 65_535, 65_536, u32::MAX as u64, 1 << 32],
+        ),
+        "deadline_micros"
+        | "sequence"
+        | "must_understand"
+        | "ttl_micros"
+        | "size_bytes"
+        | "input_tokens"
+        | "output_tokens"
+        | "reasoning_output_tokens"
+        | "cache_read_input_tokens"
+        | "cache_creation_input_tokens" => uint(rng, &[0, 1, 2, 1_717_171_777_000_000, u64::MAX]),
+        "usage" => Node::Map(vec![
+            (Node::text("input_tokens"), Node::Uint(3)),
+            (Node::text("output_tokens"), Node::Uint(5)),
+        ]),
+        "context" => Node::Map(vec![(Node::text("content_type"), Node::Uint(1))]),
+        "input" | "output" => Node::Map(vec![if rng.chance(50) {
+            (Node::text("content_type"), Node::text("json"))
+        } else {
+            (Node::text("schema_id"), Node::text("s"))
+        }]),
+        "as_of" => Node::Map(
+            (0..rng.below(3))
+                .map(|p| (Node::Uint(p as u64), uint(rng, &[0, 41, u64::MAX])))
+                .collect(),
+        ),
+        _ => return None,
+    })
+}
+
 /// A mutation that keeps a valid input likely valid: entries reordered,
 /// metadata added in any key order, unknown keys added, heads written wide,
-/// an optional entry dropped.
+/// an optional entry dropped, a field set to a well-typed value.
 fn mutate_gently(rng: &mut Rng, root: &mut Node) {
     let Some(entries) = root.entries_mut() else {
         return;
     };
-    match rng.below(6) {
+    match rng.below(7) {
+        6 => {
+            let name = if rng.chance(50) && !entries.is_empty() {
+                entries[rng.below(entries.len())]
+                    .0
+                    .as_text()
+                    .map(str::to_owned)
+            } else {
+                Some((*rng.pick(&crate::known::field_names())).to_owned())
+            };
+            let Some(name) = name else { return };
+            let Some(value) = well_typed(rng, &name) else {
+                return;
+            };
+            match entries.iter_mut().find(|(k, _)| k.as_text() == Some(&name)) {
+                Some(entry) => entry.1 = value,
+                None => {
+                    let at = rng.below(entries.len() + 1);
+                    entries.insert(at, (Node::text(&name), value));
+                }
+            }
+        }
         0 => {
             for i in (1..entries.len()).rev() {
                 entries.swap(i, rng.below(i + 1));
@@ -368,6 +495,11 @@ fn mutate_gently(rng: &mut Rng, root: &mut Node) {
             entries.retain(|(k, _)| {
                 !k.as_text().is_some_and(|k| optional.contains(&k)) || rng.chance(50)
             });
+        }
+        5 if rng.chance(25) => {
+            if let Some(metadata) = metadata_entries(entries) {
+                fill_metadata(rng, metadata);
+            }
         }
         _ => {
             if let Some(metadata) = metadata_entries(entries) {
@@ -436,7 +568,7 @@ fn mutate_once(rng: &mut Rng, root: &mut Node, donors: &[Node]) {
                 Style::Wide(*rng.pick(&[1, 2, 4, 8]))
             };
             let tagged = rng.chance(30);
-            let tag = *rng.pick(&[0, 1, 24, 55_799]);
+            let tag = *rng.pick(&[0, 1, 2, 3, 24, 55_799]);
             if let Some(node) = root.nth_mut(at) {
                 let inner = Box::new(node.clone());
                 *node = if tagged {
@@ -485,13 +617,16 @@ fn mutate_once(rng: &mut Rng, root: &mut Node, donors: &[Node]) {
     }
 }
 
-/// The entries of the `metadata` map among `entries`, added empty when
-/// there is none.
+/// The entries of the metadata map among `entries`: an error body's
+/// `detail` map when there is one, else `metadata`, added empty when there
+/// is none.
 fn metadata_entries(entries: &mut Vec<(Node, Node)>) -> Option<&mut Vec<(Node, Node)>> {
-    let at = match entries
-        .iter()
-        .position(|(k, _)| k.as_text() == Some("metadata"))
-    {
+    let named = |name: &str, entries: &[(Node, Node)]| {
+        entries
+            .iter()
+            .position(|(k, v)| k.as_text() == Some(name) && v.entries().is_some())
+    };
+    let at = match named("detail", entries).or_else(|| named("metadata", entries)) {
         Some(at) => at,
         None => {
             entries.push((Node::text("metadata"), Node::Map(Vec::new())));

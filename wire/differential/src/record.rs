@@ -26,7 +26,7 @@ pub fn check(failures: &mut Vec<String>) {
     let mut reasons: Vec<&str> = skipped.iter().map(|(_, why)| *why).collect();
     reasons.dedup();
     println!(
-        "reference agent corpus: {} agent_* files in all; record bindings checked {checked}; left out {} ({}): {}",
+        "reference agent corpus: {} files in all (every agent_* file and fold_snapshot.bin); record bindings checked {checked}; left out {} ({}): {}",
         files.len(),
         names.len(),
         reasons.join("; "),

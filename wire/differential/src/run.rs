@@ -62,6 +62,7 @@ pub enum Payload {
     Card,
     Presence,
     Usage,
+    FoldSnapshot,
 }
 
 impl Payload {
@@ -77,6 +78,7 @@ impl Payload {
             "card" => Payload::Card,
             "presence" => Payload::Presence,
             "usage" => Payload::Usage,
+            "fold-snapshot" => Payload::FoldSnapshot,
             _ => return None,
         })
     }
@@ -94,6 +96,7 @@ pub fn agdx(payload: Payload, bytes: &[u8]) -> Outcome {
         Payload::Card => ours_run::<ours::AgentCard>(bytes),
         Payload::Presence => ours_run::<ours::AgentPresence>(bytes),
         Payload::Usage => ours_run::<ours::TokenUsage>(bytes),
+        Payload::FoldSnapshot => ours_run::<ours::FoldSnapshot>(bytes),
     })
 }
 
@@ -113,6 +116,9 @@ pub fn reference(payload: Payload, bytes: &[u8]) -> Outcome {
             theirs_run::<theirs::AgentPresence, _>(bytes, theirs::AgentPresence::validate)
         }
         Payload::Usage => theirs_run::<theirs::TokenUsage, _>(bytes, no_rules),
+        Payload::FoldSnapshot => {
+            theirs_run::<laser_wire::snapshot::FoldSnapshot, _>(bytes, no_rules)
+        }
     })
 }
 

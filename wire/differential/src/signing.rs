@@ -6,7 +6,7 @@
 use agdx_wire::{AgentEnvelope, signing_input};
 use ed25519_dalek::{Signature, Verifier, VerifyingKey};
 
-use crate::corpus::{fixtures_dir, reference_files};
+use crate::corpus::{fixtures_dir, reference_files, signed_vectors};
 use crate::run::{hex, reference_signing_input};
 
 pub fn unhex(text: &str) -> Result<Vec<u8>, String> {
@@ -52,18 +52,13 @@ fn vector(vector: &serde_json::Value) -> Result<(), String> {
 }
 
 pub fn check(failures: &mut Vec<String>) {
-    let path = fixtures_dir().join("signed/VECTORS.json");
-    let vectors: serde_json::Value = match std::fs::read(&path)
-        .map_err(|e| e.to_string())
-        .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
-    {
-        Ok(v) => v,
+    let list = match signed_vectors() {
+        Ok(list) => list,
         Err(e) => {
-            failures.push(format!("{}: {e}", path.display()));
+            failures.push(e);
             return;
         }
     };
-    let list = vectors["vectors"].as_array().cloned().unwrap_or_default();
     let mut verified = 0;
     for v in &list {
         match vector(v) {
@@ -73,24 +68,36 @@ pub fn check(failures: &mut Vec<String>) {
     }
     let mut theirs_checked = 0;
     for (name, bytes) in reference_files() {
-        let Ok(envelope) = AgentEnvelope::decode(bytes) else {
-            continue;
-        };
-        if envelope.signature.is_none() {
-            continue;
-        }
-        match reference_signing_input(bytes) {
-            Ok(input) if input == signing_input(&envelope) => theirs_checked += 1,
-            Ok(input) => failures.push(format!(
-                "{name}: agdx's preimage {} differs from the reference's {}",
-                hex(&signing_input(&envelope)),
-                hex(&input)
-            )),
-            Err(e) => failures.push(format!("{name}: {e}")),
+        match same_preimage(bytes) {
+            Ok(true) => theirs_checked += 1,
+            Ok(false) => {}
+            Err(why) => failures.push(format!("{name}: {why}")),
         }
     }
     println!(
         "signing: {verified} of {} signed vectors verify over the reference's preimage; {theirs_checked} signed reference fixture(s) give agdx the reference's preimage",
         list.len()
     );
+}
+
+/// For an envelope both accept: whether it is signed (false when it is not,
+/// or agdx does not decode it), and an error when agdx's signing input is
+/// not the reference's.
+pub fn same_preimage(bytes: &[u8]) -> Result<bool, String> {
+    let Ok(envelope) = AgentEnvelope::decode(bytes) else {
+        return Ok(false);
+    };
+    if envelope.signature.is_none() {
+        return Ok(false);
+    }
+    let ours = signing_input(&envelope);
+    match reference_signing_input(bytes) {
+        Ok(theirs) if theirs == ours => Ok(true),
+        Ok(theirs) => Err(format!(
+            "agdx's preimage {} differs from the reference's {}",
+            crate::shortened(&hex(&ours)),
+            crate::shortened(&hex(&theirs))
+        )),
+        Err(e) => Err(format!("the reference computes no preimage: {e}")),
+    }
 }
