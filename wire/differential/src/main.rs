@@ -66,24 +66,20 @@ fn compare(payload: Payload, bytes: &[u8]) -> Verdict {
         };
     }
     let explained = match (&ours, &theirs, cbor::parse(bytes)) {
-        (refused, Outcome::Accepted(_), Some(tree)) if refused.is_rejection() => {
-            let (normalized, found) = known::normalize(&tree, payload);
-            let normalized = normalized.encode();
-            let again = run::agdx(payload, &normalized);
-            // A rule the reference lacks: both must agree once it holds.
-            let by_rule = found.contains(&Leniency::PresenceVersion)
-                && again.agrees_with(&run::reference(payload, &normalized));
-            (!found.is_empty() && (again.agrees_with(&theirs) || by_rule)).then_some(found)
-        }
-        (Outcome::Accepted(_), refused, Some(tree)) if refused.is_rejection() => {
-            let (kept, found) = known::without_refused(&tree, payload);
-            let kept = kept.encode();
-            let again = run::reference(payload, &kept);
-            // A rule agdx lacks: both must agree once it holds.
-            let by_rule = found.contains(&Leniency::PresenceInboxCap)
-                && again.agrees_with(&run::agdx(payload, &kept));
-            (!found.is_empty() && (again.agrees_with(&ours) || by_rule)).then_some(found)
-        }
+        (refused, Outcome::Accepted(_), Some(tree)) if refused.is_rejection() => explains(
+            payload,
+            known::normalize(&tree, payload),
+            (run::agdx, run::reference),
+            &theirs,
+            Leniency::PresenceVersion,
+        ),
+        (Outcome::Accepted(_), refused, Some(tree)) if refused.is_rejection() => explains(
+            payload,
+            known::without_refused(&tree, payload),
+            (run::reference, run::agdx),
+            &ours,
+            Leniency::PresenceInboxCap,
+        ),
         _ => None,
     };
     match explained {
@@ -94,6 +90,26 @@ fn compare(payload: Payload, bytes: &[u8]) -> Verdict {
             theirs.short()
         )),
     }
+}
+
+/// One implementation's outcome for an input.
+type Run = fn(Payload, &[u8]) -> Outcome;
+
+/// The known differences `found`, when they are the whole cause: on the
+/// input with them undone (`fixed`), the side that refused (`redo`) gives
+/// what the other gave for the original (`wanted`), or, for a rule the
+/// other side lacks (`rule`), both agree.
+fn explains(
+    payload: Payload,
+    (fixed, found): (cbor::Node, Vec<Leniency>),
+    (redo, other): (Run, Run),
+    wanted: &Outcome,
+    rule: Leniency,
+) -> Option<Vec<Leniency>> {
+    let fixed = fixed.encode();
+    let again = redo(payload, &fixed);
+    let by_rule = found.contains(&rule) && again.agrees_with(&other(payload, &fixed));
+    (!found.is_empty() && (again.agrees_with(wanted) || by_rule)).then_some(found)
 }
 
 /// Long hex cut in the middle, so a report stays readable.

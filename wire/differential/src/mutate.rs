@@ -37,15 +37,9 @@ impl Rng {
     }
 }
 
-const TEXTS: &[&str] = &[
-    "command",
-    "response",
-    "event",
-    "chunk",
-    "status",
-    "error",
-    "memo",
-    "Command",
+const KINDS: &[&str] = &["command", "response", "event", "chunk", "status", "error"];
+
+const OPERATIONS: &[&str] = &[
     "task",
     "card",
     "progress",
@@ -56,6 +50,12 @@ const TEXTS: &[&str] = &[
     "tool_args",
     "summarize",
     "state_delta",
+];
+
+/// Texts beside the kinds and operations.
+const TEXTS: &[&str] = &[
+    "memo",
+    "Command",
     "stop",
     "json",
     "yaml",
@@ -75,6 +75,18 @@ const TEXTS: &[&str] = &[
     "run",
     "on_behalf_of",
 ];
+
+/// Any of the kinds, operations and other texts.
+fn any_text(rng: &mut Rng) -> &'static str {
+    let at = rng.below(KINDS.len() + OPERATIONS.len() + TEXTS.len());
+    KINDS
+        .iter()
+        .chain(OPERATIONS)
+        .chain(TEXTS)
+        .nth(at)
+        .copied()
+        .unwrap_or_default()
+}
 
 const UINTS: &[u64] = &[
     0,
@@ -140,7 +152,7 @@ fn random_text(rng: &mut Rng) -> Node {
         ]),
         1 => Node::Text(vec![0xff, b'a']),
         2 => Node::Text(vec![0xc3]),
-        _ => Node::text(rng.pick::<&str>(TEXTS)),
+        _ => Node::text(any_text(rng)),
     }
 }
 
@@ -340,7 +352,7 @@ pub fn mutate(rng: &mut Rng, root: &mut Node, donors: &[Node], gentle: bool) {
 /// and arrays of those nesting a few levels.
 fn valid_metadata_value(rng: &mut Rng, depth: usize) -> Node {
     match rng.below(if depth == 0 { 6 } else { 7 }) {
-        0 => Node::text(rng.pick::<&str>(TEXTS)),
+        0 => Node::text(any_text(rng)),
         1 => Node::Uint(*rng.pick(UINTS)),
         2 => Node::Nint(*rng.pick(&NINTS[..4])),
         3 => random_float(rng),
@@ -365,27 +377,14 @@ fn well_typed(rng: &mut Rng, name: &str) -> Option<Node> {
     };
     let uint = |rng: &mut Rng, values: &[u64]| Node::Uint(*rng.pick(values));
     Some(match name {
-        "kind" => Node::text(
-            rng.pick::<&str>(&["command", "response", "event", "chunk", "status", "error"]),
-        ),
+        "kind" => Node::text(rng.pick::<&str>(KINDS)),
         "record" | "conversation" | "cause" | "correlation" | "channel" => bytes_of(rng, &[16]),
         "cause_at" | "payload" | "state" | "body" => bytes_of(rng, &[0, 1, 20]),
         // An envelope's agent id, or a dead letter's log position.
         "source" if rng.chance(50) => bytes_of(rng, &[20]),
         "source" | "target" | "agent" => text_of(rng, &[1, 256, 257]),
         "idempotency_key" => text_of(rng, &[1, 64, 65]),
-        "operation" => Node::text(rng.pick::<&str>(&[
-            "task",
-            "card",
-            "progress",
-            "quarantine",
-            "unquarantine",
-            "chat",
-            "reasoning",
-            "tool_args",
-            "state_delta",
-            "summarize",
-        ])),
+        "operation" => Node::text(rng.pick::<&str>(OPERATIONS)),
         "finish_reason" | "tool" | "name" | "version" | "skill_id" | "message" | "detail"
         | "inbox" => text_of(rng, &[0, 1, 256, 257]),
         "reference" => text_of(rng, &[0, 1, 1024, 1025]),

@@ -66,21 +66,39 @@ pub enum Payload {
 }
 
 impl Payload {
+    const ALL: [Payload; 10] = [
+        Payload::Envelope,
+        Payload::ErrorBody,
+        Payload::BodyRef,
+        Payload::DeadLetter,
+        Payload::Signature,
+        Payload::SignatureContext,
+        Payload::Card,
+        Payload::Presence,
+        Payload::Usage,
+        Payload::FoldSnapshot,
+    ];
+
     /// The payload an `agdx wire --type` name (our fixtures' manifest) names.
     pub fn from_type_name(name: &str) -> Option<Payload> {
-        Some(match name {
-            "envelope" => Payload::Envelope,
-            "error-body" => Payload::ErrorBody,
-            "body-ref" => Payload::BodyRef,
-            "dead-letter" => Payload::DeadLetter,
-            "signature" => Payload::Signature,
-            "signature-context" => Payload::SignatureContext,
-            "card" => Payload::Card,
-            "presence" => Payload::Presence,
-            "usage" => Payload::Usage,
-            "fold-snapshot" => Payload::FoldSnapshot,
-            _ => return None,
-        })
+        Self::ALL.into_iter().find(|p| p.type_name() == name)
+    }
+
+    /// Its name in agdx's tools.
+    fn type_name(self) -> &'static str {
+        use ours::WirePayload;
+        match self {
+            Payload::Envelope => ours::AgentEnvelope::TYPE_NAME,
+            Payload::ErrorBody => ours::ErrorBody::TYPE_NAME,
+            Payload::BodyRef => ours::BodyRef::TYPE_NAME,
+            Payload::DeadLetter => ours::DeadLetter::TYPE_NAME,
+            Payload::Signature => ours::Signature::TYPE_NAME,
+            Payload::SignatureContext => ours::SignatureContext::TYPE_NAME,
+            Payload::Card => ours::AgentCard::TYPE_NAME,
+            Payload::Presence => ours::AgentPresence::TYPE_NAME,
+            Payload::Usage => ours::TokenUsage::TYPE_NAME,
+            Payload::FoldSnapshot => ours::FoldSnapshot::TYPE_NAME,
+        }
     }
 }
 
