@@ -1,6 +1,6 @@
 //! The two corpora the generated inputs start from: ours (`fixtures/`, typed
-//! by its manifest, and its signed envelopes) and the reference's whole public agent corpus (embedded
-//! in laser-wire's `fixtures` feature).
+//! by its manifest, and its signed envelopes) and the reference's whole
+//! public agent corpus (embedded in laser-wire's `fixtures` feature).
 
 use std::path::PathBuf;
 

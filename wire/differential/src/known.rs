@@ -35,7 +35,7 @@ pub enum Leniency {
 pub const KNOWN: &[(Leniency, &str)] = &[
     (
         Leniency::Tags,
-        "the reference skips a CBOR tag before a field's item (and reads tags 2/3 as integers); wire.md allows no tags",
+        "the reference skips a CBOR tag before a field's item (and reads a tag 2/3 bignum as an integer where it expects one); wire.md gives each field one major type, with no tag",
     ),
     (
         Leniency::TwoByteSimple,
@@ -277,9 +277,8 @@ pub fn normalize(node: &Node, payload: Payload) -> (Node, Vec<Leniency>) {
 /// The input without what the reference refuses but wire.md accepts (an
 /// unknown key holding an unassigned simple value or a negative bignum below
 /// -2^127, a key longer than the reference's buffer), and whether there was
-/// any. A presence `inbox` past
-/// the reference's cap is cut to it: a rule agdx lacks, not a way it reads
-/// the input.
+/// any. A presence `inbox` past the reference's cap is cut to it: a rule
+/// agdx lacks, not a way it reads the input.
 pub fn without_refused(node: &Node, payload: Payload) -> (Node, Vec<Leniency>) {
     let mut found = Vec::new();
     let mut node = node.clone();
