@@ -79,7 +79,7 @@ pub use producer::{
     ChunkWriter, CommandRequest, Outgoing, PreparedBatch, ProduceError, Producer, ReplyTo, Sent,
 };
 pub use reassembly::{StreamAssembler, StreamCounters, StreamEnd, StreamEvent};
-pub use record::{content_type_of, envelope_of};
+pub use record::{RecordError, content_type_of, envelope_of};
 pub use retry::RetryPolicy;
 pub use routing::conversation_for_key;
 pub use topology::{DEFAULT_PARTITIONS, DEFAULT_STREAM, TopicNames, Topology, TopologyConfig};

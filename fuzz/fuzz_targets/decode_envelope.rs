@@ -1,19 +1,49 @@
 //! Decoding hostile bytes never panics, and whatever decodes re-encodes to
-//! bytes that decode to the same envelope. The body readers (`validate`
-//! leaves bodies alone) see the same hostile bytes.
+//! bytes that decode to the same value: as an envelope, and as every capsule
+//! (each reads the same bytes). The body readers (`validate` leaves bodies
+//! alone) see the same hostile bytes.
 
 #![no_main]
 
-use agdx_wire::{AgentEnvelope, ErrorBody, Kind, SIGNING_DOMAIN, signing_input};
+use std::fmt::Debug;
+
+use agdx_wire::{
+    AgentCard, AgentEnvelope, AgentPresence, BodyRef, DeadLetter, ErrorBody, FoldSnapshot, Kind,
+    SIGNING_DOMAIN, Signature, SignatureContext, TokenUsage, WirePayload, signing_input,
+};
 use libfuzzer_sys::fuzz_target;
 
+/// Decoded as `T` and re-encoded, the bytes decode to the same value, which
+/// re-encodes to the same bytes (the encoding is canonical); the value and
+/// its encoding, when the data decodes.
+fn round_trip<T: WirePayload + PartialEq + Debug>(data: &[u8]) -> Option<(T, Vec<u8>)> {
+    let value = T::decode(data).ok()?;
+    let again = value.encode();
+    let decoded = T::decode(&again);
+    assert_eq!(decoded.as_ref(), Ok(&value), "{}", T::TYPE_NAME);
+    assert_eq!(
+        decoded.map(|v| v.encode()).as_ref(),
+        Ok(&again),
+        "{}",
+        T::TYPE_NAME
+    );
+    let _ = value.validate();
+    Some((value, again))
+}
+
 fuzz_target!(|data: &[u8]| {
-    let Ok(envelope) = AgentEnvelope::decode(data) else {
+    round_trip::<ErrorBody>(data);
+    round_trip::<BodyRef>(data);
+    round_trip::<DeadLetter>(data);
+    round_trip::<Signature>(data);
+    round_trip::<SignatureContext>(data);
+    round_trip::<AgentCard>(data);
+    round_trip::<AgentPresence>(data);
+    round_trip::<TokenUsage>(data);
+    round_trip::<FoldSnapshot>(data);
+    let Some((envelope, again)) = round_trip::<AgentEnvelope>(data) else {
         return;
     };
-    let again = envelope.encode();
-    assert_eq!(AgentEnvelope::decode(&again).as_ref(), Ok(&envelope));
-    let _ = envelope.validate();
     if envelope.signature.is_none() {
         // Unsigned, the signed bytes are the domain then the envelope itself.
         assert_eq!(signing_input(&envelope)[SIGNING_DOMAIN.len()..], again[..]);
@@ -24,10 +54,7 @@ fuzz_target!(|data: &[u8]| {
             let _ = envelope.control_fact();
         }
         Kind::Error => {
-            if let Ok(body) = ErrorBody::decode(&envelope.body) {
-                assert_eq!(ErrorBody::decode(&body.encode()), Ok(body.clone()));
-                let _ = body.validate();
-            }
+            round_trip::<ErrorBody>(&envelope.body);
         }
         _ => {}
     }

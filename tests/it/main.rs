@@ -66,3 +66,4 @@ mod worker_metrics;
 mod worker_shutdown;
 mod worker_slow_handler;
 mod worker_unpublishable_answer;
+mod worker_wire_version;

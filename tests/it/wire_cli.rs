@@ -370,3 +370,40 @@ fn help_describes_the_commands() {
         "{help}"
     );
 }
+
+/// JSON has no NaN or infinity: those floats get an object form, and a NaN
+/// with a payload keeps its bits, so `decode | encode` gives the same bytes.
+#[test]
+fn non_finite_metadata_floats_survive_decode_and_encode() {
+    use agdx_wire::{AgentEnvelope, AgentId, ConversationId, Metadata, RecordId};
+    let payload_nan = f64::from_bits(0x7ff8_0000_0000_0001);
+    let event = AgentEnvelope::event(
+        RecordId::from_u128(1),
+        ConversationId::from_u128(2),
+        AgentId::new("ledger").unwrap(),
+        b"x".to_vec(),
+    )
+    .with_metadata(
+        Metadata::new()
+            .with("nan", f64::NAN)
+            .with("odd_nan", payload_nan)
+            .with("down", f64::NEG_INFINITY)
+            .with("half", 0.5),
+    );
+    let bytes = event.encode();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("floats.bin");
+    std::fs::write(&path, &bytes).expect("write");
+    let json = decode_json(&path, "envelope");
+    assert_eq!(json["metadata"]["nan"], serde_json::json!({"float": "NaN"}));
+    assert_eq!(
+        json["metadata"]["odd_nan"],
+        serde_json::json!({"float_bits": "7ff8000000000001"})
+    );
+    assert_eq!(
+        json["metadata"]["down"],
+        serde_json::json!({"float": "-Infinity"})
+    );
+    assert_eq!(json["metadata"]["half"], 0.5);
+    assert_round_trip(&path, "envelope");
+}

@@ -14,28 +14,14 @@ use crate::support;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use agdx::CommandRequest;
 use agdx::log::LogError;
 use agdx::wire::DeadLetterReason;
 use agdx::worker::EchoHandler;
-use agdx::{CommandRequest, ReplyEvent, ReplyWatch};
 use iggy::prelude::{Client, IggyClient, IggyMessage, MessageClient, Partitioning};
 use support::embedded::damage_payload;
 use support::eventually;
-use support::fabric::{ANSWER, Fabric, Running, agent_id, embedded_fabric, fabrics};
-
-/// The watched command's terminal reply, which must be a response echoing `body`.
-async fn echoed(watch: &mut ReplyWatch, body: &[u8]) -> agdx::Reply {
-    loop {
-        match watch.next(ANSWER).await.expect("a reply") {
-            ReplyEvent::Status(_) => {}
-            ReplyEvent::Response(reply) => {
-                assert_eq!(reply.body, body, "the echo of its own command");
-                return reply;
-            }
-            other => panic!("expected a response, got {other:?}"),
-        }
-    }
-}
+use support::fabric::{Fabric, Running, agent_id, echoed, embedded_fabric, fabrics};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_damaged_command_is_dead_lettered_and_the_commands_around_it_are_answered() {

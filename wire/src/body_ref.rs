@@ -109,6 +109,7 @@ impl Codec for BodyRef {
                 _ => r.skip()?,
             }
         }
+        r.close();
         Ok(BodyRef {
             reference: required(reference, REFERENCE)?,
             size_bytes: required(size_bytes, SIZE_BYTES)?,

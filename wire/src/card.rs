@@ -118,7 +118,7 @@ impl ContentRef {
                 found: "a map of another size",
             });
         }
-        match r.key()? {
+        let content = match r.key()? {
             CONTENT_TYPE => {
                 let name = r.text(CONTENT_TYPE)?;
                 name.parse()
@@ -127,13 +127,17 @@ impl ContentRef {
                         field: CONTENT_TYPE,
                         dictionary: "content type",
                         name: name.to_owned(),
-                    })
+                    })?
             }
-            SCHEMA_ID => Ok(ContentRef::Schema(r.text(SCHEMA_ID)?.to_owned())),
-            _ => Err(DecodeError::MissingField {
-                field: "content_type or schema_id",
-            }),
-        }
+            SCHEMA_ID => ContentRef::Schema(r.text(SCHEMA_ID)?.to_owned()),
+            _ => {
+                return Err(DecodeError::MissingField {
+                    field: "content_type or schema_id",
+                });
+            }
+        };
+        r.close();
+        Ok(content)
     }
 }
 
@@ -259,6 +263,7 @@ impl CapabilityDescriptor {
                 _ => r.skip()?,
             }
         }
+        r.close();
         c.skill_id = required(skill_id, SKILL_ID)?;
         Ok(c)
     }
@@ -337,12 +342,14 @@ impl Codec for AgentCard {
                         Item::Array(n) => n,
                         other => return Err(wrong_type(CAPABILITIES, "an array", &other)),
                     };
+                    r.open()?;
                     let mut list = Vec::with_capacity(bounded(n, r.remaining()));
                     for _ in 0..n {
                         list.push(
                             CapabilityDescriptor::read(r).map_err(|e| e.within(CAPABILITIES))?,
                         );
                     }
+                    r.close();
                     card.capabilities = list;
                 }
                 TTL_MICROS => {
@@ -352,6 +359,7 @@ impl Codec for AgentCard {
                 _ => r.skip()?,
             }
         }
+        r.close();
         Ok(card)
     }
 }

@@ -15,6 +15,11 @@ const MAJOR_ARRAY: u8 = 4;
 const MAJOR_MAP: u8 = 5;
 const MAJOR_SIMPLE: u8 = 7;
 
+/// How deep maps and arrays may nest in one payload, the outermost map
+/// included: what the reference decoder accepts. Deeper input fails to
+/// decode, which also bounds the recursion of nested metadata arrays.
+pub const MAX_NESTING: usize = 256;
+
 /// One decoded CBOR head, with string contents already sliced out.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Item<'a> {
@@ -60,11 +65,32 @@ impl Item<'_> {
 pub(crate) struct Reader<'a> {
     buf: &'a [u8],
     pos: usize,
+    /// Maps and arrays open around the cursor.
+    depth: usize,
 }
 
 impl<'a> Reader<'a> {
     pub(crate) fn new(buf: &'a [u8]) -> Self {
-        Self { buf, pos: 0 }
+        Self {
+            buf,
+            pos: 0,
+            depth: 0,
+        }
+    }
+
+    /// Enters a map or array whose head was just read: its items sit one
+    /// level deeper, and no deeper than [`MAX_NESTING`].
+    pub(crate) fn open(&mut self) -> Result<(), DecodeError> {
+        if self.depth == MAX_NESTING {
+            return Err(DecodeError::TooDeep { limit: MAX_NESTING });
+        }
+        self.depth += 1;
+        Ok(())
+    }
+
+    /// Leaves the map or array entered last, after its last item.
+    pub(crate) fn close(&mut self) {
+        self.depth -= 1;
     }
 
     pub(crate) fn remaining(&self) -> usize {
@@ -126,7 +152,11 @@ impl<'a> Reader<'a> {
                 22 => Item::Null,
                 23 => Item::Undefined,
                 24 => {
-                    self.byte()?;
+                    if self.byte()? < 32 {
+                        return Err(DecodeError::Malformed(
+                            "a two-byte simple value below 32 (0xf8 0x00..0x1f is not well-formed, RFC 8949 section 3.3)",
+                        ));
+                    }
                     Item::Simple
                 }
                 25 => Item::F16(u16::from_be_bytes(self.array_of()?)),
@@ -157,26 +187,50 @@ impl<'a> Reader<'a> {
         })
     }
 
-    /// Skips one whole item, however nested, without recursion: a counter
-    /// of items still owed replaces the call stack.
+    /// Skips one whole item (an unknown key's value), however nested,
+    /// without recursion: a stack of the items still owed by each open
+    /// container replaces the call stack, and it is bounded by
+    /// [`MAX_NESTING`]. Its text must still be UTF-8.
     pub(crate) fn skip(&mut self) -> Result<(), DecodeError> {
-        let mut owed: u64 = 1;
-        while owed > 0 {
-            owed -= 1;
-            let more = match self.item()? {
-                Item::Array(n) => n,
-                Item::Map(n) => n.checked_mul(2).ok_or(DecodeError::Truncated)?,
-                Item::Tag => 1,
-                _ => 0,
+        let mut open: Vec<u64> = Vec::new();
+        let mut owed: u64 = 0;
+        loop {
+            if let Some(items) = open.last_mut() {
+                *items -= 1;
+                owed -= 1;
+            }
+            let items = match self.item()? {
+                Item::Array(n) => Some(n),
+                Item::Map(n) => Some(n.checked_mul(2).ok_or(DecodeError::Truncated)?),
+                Item::Tag => Some(1),
+                // Text that is not UTF-8 is invalid CBOR (RFC 8949
+                // section 5.3.1), skipped or not, as the reference finds.
+                Item::Text(t) if std::str::from_utf8(t).is_err() => {
+                    return Err(DecodeError::InvalidUtf8 {
+                        field: "an unknown key's value",
+                    });
+                }
+                _ => None,
             };
-            owed = owed.checked_add(more).ok_or(DecodeError::Truncated)?;
-            // Every owed item takes at least one byte; fail fast on a claim
-            // the input cannot back.
-            if owed > self.remaining() as u64 {
-                return Err(DecodeError::Truncated);
+            if let Some(n) = items {
+                if self.depth + open.len() == MAX_NESTING {
+                    return Err(DecodeError::TooDeep { limit: MAX_NESTING });
+                }
+                owed = owed.checked_add(n).ok_or(DecodeError::Truncated)?;
+                // Every owed item takes at least one byte; fail fast on a
+                // claim the input cannot back.
+                if owed > self.remaining() as u64 {
+                    return Err(DecodeError::Truncated);
+                }
+                open.push(n);
+            }
+            while open.last() == Some(&0) {
+                open.pop();
+            }
+            if open.is_empty() {
+                return Ok(());
             }
         }
-        Ok(())
     }
 
     pub(crate) fn uint(&mut self, field: &'static str) -> Result<u64, DecodeError> {
@@ -221,10 +275,14 @@ impl<'a> Reader<'a> {
         }
     }
 
-    /// A map head; returns the number of entries.
+    /// A map head; returns the number of entries. The map is open until
+    /// [`close`](Self::close).
     pub(crate) fn map(&mut self, field: &'static str) -> Result<u64, DecodeError> {
         match self.item()? {
-            Item::Map(n) => Ok(n),
+            Item::Map(n) => {
+                self.open()?;
+                Ok(n)
+            }
             other => Err(wrong_type(field, "a map", &other)),
         }
     }
@@ -261,6 +319,7 @@ pub(crate) fn decode_exact<T>(
 ) -> Result<T, DecodeError> {
     let mut r = Reader::new(bytes);
     let value = read(&mut r)?;
+    debug_assert_eq!(r.depth, 0, "a reader left a map or array open");
     match r.remaining() {
         0 => Ok(value),
         count => Err(DecodeError::TrailingBytes { count }),

@@ -90,6 +90,7 @@ impl Codec for DeadLetter {
                 _ => r.skip()?,
             }
         }
+        r.close();
         Ok(DeadLetter {
             source: required(source, SOURCE)?,
             reason: required(reason, REASON)?,

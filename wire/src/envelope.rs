@@ -393,6 +393,7 @@ impl Codec for AgentEnvelope {
                 _ => r.skip()?,
             }
         }
+        r.close();
         Ok(AgentEnvelope {
             kind: required(kind, field::KIND)?,
             record,

@@ -98,6 +98,25 @@ pub enum DecodeError {
         /// The field's integer type.
         type_name: &'static str,
     },
+    /// An integer outside the range a field holds (metadata holds
+    /// -2^63 to 2^64-1, as the reference does).
+    #[error("`{field}` holds the integer {value}, outside {range}")]
+    IntegerOutOfRange {
+        /// The field.
+        field: &'static str,
+        /// The value read.
+        value: i128,
+        /// The range the field holds, in words.
+        range: &'static str,
+    },
+    /// Maps and arrays nested deeper than the decoder follows.
+    #[error(
+        "maps and arrays nest more than {limit} deep (the outermost map included); flatten the structure"
+    )]
+    TooDeep {
+        /// The deepest nesting accepted ([`MAX_NESTING`](crate::MAX_NESTING)).
+        limit: usize,
+    },
     /// An agent id that breaks the agent-id rules.
     #[error("`{field}`: {source}")]
     InvalidAgentId {

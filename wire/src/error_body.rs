@@ -5,7 +5,7 @@ use crate::dictionary::ErrorCode;
 use crate::error::DecodeError;
 use crate::metadata::Metadata;
 use crate::payload::{Codec, wire_payload};
-use crate::validate::{Subject, ValidationError};
+use crate::validate::ValidationError;
 
 /// Why a request failed. `retryable` is always written.
 ///
@@ -62,13 +62,9 @@ impl ErrorBody {
         self
     }
 
-    /// `detail` values must be scalars or flat arrays of scalars.
+    /// An error body has no rule beyond what decoding checks (its `detail`
+    /// holds any metadata value, nested arrays included); always `Ok`.
     pub fn validate(&self) -> Result<(), ValidationError> {
-        if let Some(detail) = &self.detail {
-            detail
-                .check_shape()
-                .map_err(|p| p.at(Subject::Capsule("error body"), DETAIL))?;
-        }
         Ok(())
     }
 }
@@ -120,6 +116,7 @@ impl Codec for ErrorBody {
                 _ => r.skip()?,
             }
         }
+        r.close();
         Ok(ErrorBody {
             code: required(code, CODE)?,
             message,

@@ -59,6 +59,7 @@ pub use agent_id::{
 };
 pub use body_ref::{BODY_REF_MAX_LEN, BodyRef};
 pub use card::{AgentCard, CARD_MAX_CAPABILITIES, CapabilityDescriptor, ContentRef};
+pub use cbor::MAX_NESTING;
 pub use dead_letter::DeadLetter;
 pub use dictionary::{
     ContentType, DeadLetterReason, ErrorCode, Health, SignatureScheme, TaskState, UnknownNameError,

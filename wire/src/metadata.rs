@@ -1,5 +1,8 @@
-//! Envelope metadata (and `ErrorBody.detail`): an ordered map of text keys to
-//! scalars, kept in wire order so a decoded map re-encodes byte-identically.
+//! Envelope metadata (and `ErrorBody.detail`): a map of text keys to
+//! scalars, always written in byte-wise key order (the reference's
+//! encoding, which signatures cover), whatever order built or decoded it.
+
+use std::collections::BTreeMap;
 
 use crate::cbor::{
     Item, Reader, write_array, write_bool, write_f16, write_f32, write_f64, write_map, write_nint,
@@ -58,17 +61,20 @@ pinned_keys! {
 /// The values `role` may take.
 pub const ROLES: [&str; 4] = ["user", "assistant", "system", "tool"];
 
-/// A CBOR integer: anything from -2^64 to 2^64-1.
+/// A metadata integer: anything from -2^63 to 2^64-1, the range the
+/// reference holds (an `i64` or a `u64`). Beyond it decoding fails.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Integer(i128);
 
 impl Integer {
-    /// The smallest CBOR integer, -2^64.
-    pub const MIN: i128 = -(1i128 << 64);
-    /// The largest CBOR integer, 2^64-1.
+    /// The smallest metadata integer, -2^63.
+    pub const MIN: i128 = i64::MIN as i128;
+    /// The largest metadata integer, 2^64-1.
     pub const MAX: i128 = u64::MAX as i128;
+    /// The range, in words (for errors).
+    const RANGE: &'static str = "the metadata integer range -2^63..=2^64-1";
 
-    /// The integer, when CBOR can carry it.
+    /// The integer, when metadata can carry it.
     pub const fn new(v: i128) -> Option<Self> {
         if v >= Self::MIN && v <= Self::MAX {
             Some(Self(v))
@@ -95,7 +101,7 @@ impl Integer {
     fn write(self, out: &mut Vec<u8>) {
         match u64::try_from(self.0) {
             Ok(v) => write_uint(out, v),
-            // In range by construction: -1 - v fits in u64 for v >= -2^64.
+            // In range by construction: -1 - v fits in u64 for v >= -2^63.
             Err(_) => write_nint(out, (-1 - self.0) as u64),
         }
     }
@@ -112,9 +118,9 @@ macro_rules! integer_from {
 }
 integer_from!(u8, u16, u32, u64, i8, i16, i32, i64);
 
-/// An integer outside the CBOR range.
+/// An integer outside the metadata range.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("{0} is outside the CBOR integer range -2^64..=2^64-1")]
+#[error("{0} is outside the metadata integer range -2^63..=2^64-1")]
 pub struct IntegerRangeError(pub i128);
 
 impl TryFrom<i128> for Integer {
@@ -124,89 +130,61 @@ impl TryFrom<i128> for Integer {
     }
 }
 
-/// A CBOR float that remembers its width (half, single or double), so a
-/// decoded value re-encodes to the same bytes.
+/// A metadata float, held as its `f64` bits. It is written at the shortest
+/// of half, single and double width that widens back to exactly those bits
+/// (the quiet NaN as `f9 7e00`), as the reference writes it, whatever width
+/// it was decoded from; no constructor picks another width.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Float(FloatBits);
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-enum FloatBits {
-    Half(u16),
-    Single(u32),
-    Double(u64),
-}
+pub struct Float(u64);
 
 impl Float {
-    /// The narrowest width that holds `v` exactly (what CBOR encoders that
-    /// shrink floats write); NaN becomes the canonical half-width NaN.
+    /// The float `v`.
     pub fn new(v: f64) -> Self {
-        if v.is_nan() {
-            return Self(FloatBits::Half(0x7e00));
-        }
-        let half = half::f16::from_f64(v);
-        if half.to_f64() == v {
-            return Self(FloatBits::Half(half.to_bits()));
-        }
-        let single = v as f32;
-        if f64::from(single) == v {
-            return Self(FloatBits::Single(single.to_bits()));
-        }
-        Self(FloatBits::Double(v.to_bits()))
-    }
-
-    /// Keeps `v` at double width even when a narrower one would hold it.
-    pub fn double(v: f64) -> Self {
-        Self(FloatBits::Double(v.to_bits()))
-    }
-
-    /// `v` at a given wire width (2, 4 or 8 bytes), when that width holds
-    /// it exactly; NaN is allowed at any width.
-    pub fn with_width(v: f64, width: usize) -> Option<Self> {
-        let exact = |back: f64| back == v || (v.is_nan() && back.is_nan());
-        match width {
-            2 => {
-                let h = half::f16::from_f64(v);
-                exact(h.to_f64()).then_some(Self(FloatBits::Half(h.to_bits())))
-            }
-            4 => {
-                let s = v as f32;
-                exact(f64::from(s)).then_some(Self(FloatBits::Single(s.to_bits())))
-            }
-            8 => Some(Self::double(v)),
-            _ => None,
-        }
-    }
-
-    /// Whether this is the width [`Float::new`] would pick for its value.
-    pub fn is_shortest(self) -> bool {
-        Self::new(self.value()).width() == self.width()
+        Self(v.to_bits())
     }
 
     /// The value.
     pub fn value(self) -> f64 {
-        match self.0 {
-            FloatBits::Half(b) => half::f16::from_bits(b).to_f64(),
-            FloatBits::Single(b) => f64::from(f32::from_bits(b)),
-            FloatBits::Double(b) => f64::from_bits(b),
-        }
+        f64::from_bits(self.0)
     }
 
     /// How many bytes the value takes on the wire after its initial byte: 2, 4 or 8.
     pub fn width(self) -> usize {
-        match self.0 {
-            FloatBits::Half(_) => 2,
-            FloatBits::Single(_) => 4,
-            FloatBits::Double(_) => 8,
+        match self.narrowed() {
+            Narrow::Half(_) => 2,
+            Narrow::Single(_) => 4,
+            Narrow::Double(_) => 8,
         }
     }
 
+    /// The narrowest width whose bits widen back to exactly these.
+    fn narrowed(self) -> Narrow {
+        let v = self.value();
+        let half = half::f16::from_f64(v);
+        if half.to_f64().to_bits() == self.0 {
+            return Narrow::Half(half.to_bits());
+        }
+        let single = v as f32;
+        if f64::from(single).to_bits() == self.0 {
+            return Narrow::Single(single.to_bits());
+        }
+        Narrow::Double(self.0)
+    }
+
     fn write(self, out: &mut Vec<u8>) {
-        match self.0 {
-            FloatBits::Half(b) => write_f16(out, b),
-            FloatBits::Single(b) => write_f32(out, b),
-            FloatBits::Double(b) => write_f64(out, b),
+        match self.narrowed() {
+            Narrow::Half(b) => write_f16(out, b),
+            Narrow::Single(b) => write_f32(out, b),
+            Narrow::Double(b) => write_f64(out, b),
         }
     }
+}
+
+/// A float's bits at one wire width.
+enum Narrow {
+    Half(u16),
+    Single(u32),
+    Double(u64),
 }
 
 impl From<f64> for Float {
@@ -216,7 +194,7 @@ impl From<f64> for Float {
 }
 
 /// A metadata value: text, integer, float, boolean, null, or an array of
-/// those (arrays do not nest).
+/// values (arrays may nest, to [`MAX_NESTING`](crate::MAX_NESTING)).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Scalar {
     /// CBOR null.
@@ -229,13 +207,14 @@ pub enum Scalar {
     Float(Float),
     /// UTF-8 text.
     Text(String),
-    /// An array of non-array scalars.
+    /// An array of values.
     Array(Vec<Scalar>),
 }
 
 impl Scalar {
     /// The size counted against the metadata caps: text by its length, an
-    /// array as the sum of one plus each item's size, anything else 9.
+    /// array as the sum of one plus each item's size (nested arrays counted
+    /// the same way), anything else 9.
     pub fn cap_size(&self) -> usize {
         match self {
             Scalar::Text(s) => s.len(),
@@ -268,35 +247,40 @@ impl Scalar {
         }
     }
 
-    fn read(r: &mut Reader<'_>, field: &'static str, in_array: bool) -> Result<Self, DecodeError> {
+    fn read(r: &mut Reader<'_>, field: &'static str) -> Result<Self, DecodeError> {
         Ok(match r.item()? {
             Item::Null => Scalar::Null,
             Item::Bool(b) => Scalar::Bool(b),
             Item::Uint(v) => Scalar::Int(Integer(i128::from(v))),
-            Item::Nint(n) => Scalar::Int(Integer(-1 - i128::from(n))),
-            Item::F16(b) => Scalar::Float(Float(FloatBits::Half(b))),
-            Item::F32(b) => Scalar::Float(Float(FloatBits::Single(b))),
-            Item::F64(b) => Scalar::Float(Float(FloatBits::Double(b))),
+            Item::Nint(n) => {
+                let value = -1 - i128::from(n);
+                Scalar::Int(Integer::new(value).ok_or(DecodeError::IntegerOutOfRange {
+                    field,
+                    value,
+                    range: Integer::RANGE,
+                })?)
+            }
+            Item::F16(b) => Scalar::Float(Float::new(half::f16::from_bits(b).to_f64())),
+            Item::F32(b) => Scalar::Float(Float::new(f64::from(f32::from_bits(b)))),
+            Item::F64(b) => Scalar::Float(Float(b)),
             Item::Text(t) => Scalar::Text(
                 std::str::from_utf8(t)
                     .map_err(|_| DecodeError::InvalidUtf8 { field })?
                     .to_owned(),
             ),
-            Item::Array(n) if !in_array => {
+            Item::Array(n) => {
+                r.open()?;
                 let mut items = Vec::with_capacity(bounded(n, r.remaining()));
                 for _ in 0..n {
-                    items.push(Scalar::read(r, field, true)?);
+                    items.push(Scalar::read(r, field)?);
                 }
+                r.close();
                 Scalar::Array(items)
             }
             other => {
                 return Err(DecodeError::WrongType {
                     field,
-                    expected: if in_array {
-                        "a scalar (arrays do not nest)"
-                    } else {
-                        "a scalar (text, integer, float, boolean, null or an array of those)"
-                    },
+                    expected: "a scalar (text, integer, float, boolean, null or an array of those)",
                     found: other.describe(),
                 });
             }
@@ -369,16 +353,17 @@ impl From<Vec<Scalar>> for Scalar {
     }
 }
 
-/// An ordered map of text keys to [`Scalar`]s, in insertion (or wire) order.
+/// A map of text keys to [`Scalar`]s, kept in byte-wise key order: the
+/// order it is written in, whatever order the keys were inserted in.
 ///
 /// ```
 /// use agdx_wire::{Metadata, Scalar};
 /// let m = Metadata::new().with("role", "user").with("agdx.fence", 7u64);
 /// assert_eq!(m.get("role").and_then(Scalar::as_str), Some("user"));
-/// assert_eq!(m.keys().collect::<Vec<_>>(), ["role", "agdx.fence"]);
+/// assert_eq!(m.keys().collect::<Vec<_>>(), ["agdx.fence", "role"]);
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
-pub struct Metadata(Vec<(String, Scalar)>);
+pub struct Metadata(BTreeMap<String, Scalar>);
 
 impl Metadata {
     /// An empty map.
@@ -386,17 +371,9 @@ impl Metadata {
         Self::default()
     }
 
-    /// Sets `key`, keeping its place if it was already there; returns the old value.
+    /// Sets `key`; returns the old value.
     pub fn insert(&mut self, key: impl Into<String>, value: impl Into<Scalar>) -> Option<Scalar> {
-        let key = key.into();
-        let value = value.into();
-        match self.0.iter_mut().find(|(k, _)| *k == key) {
-            Some((_, slot)) => Some(std::mem::replace(slot, value)),
-            None => {
-                self.0.push((key, value));
-                None
-            }
-        }
+        self.0.insert(key.into(), value.into())
     }
 
     /// [`insert`](Self::insert), chainable.
@@ -407,23 +384,22 @@ impl Metadata {
 
     /// The value under `key`.
     pub fn get(&self, key: &str) -> Option<&Scalar> {
-        self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+        self.0.get(key)
     }
 
     /// Removes `key`, returning its value.
     pub fn remove(&mut self, key: &str) -> Option<Scalar> {
-        let at = self.0.iter().position(|(k, _)| k == key)?;
-        Some(self.0.remove(at).1)
+        self.0.remove(key)
     }
 
-    /// The entries in order.
-    pub fn iter(&self) -> impl Iterator<Item = (&str, &Scalar)> {
+    /// The entries in key order.
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&str, &Scalar)> {
         self.0.iter().map(|(k, v)| (k.as_str(), v))
     }
 
     /// The keys in order.
-    pub fn keys(&self) -> impl Iterator<Item = &str> {
-        self.0.iter().map(|(k, _)| k.as_str())
+    pub fn keys(&self) -> impl DoubleEndedIterator<Item = &str> {
+        self.0.keys().map(String::as_str)
     }
 
     /// Number of entries.
@@ -436,17 +412,18 @@ impl Metadata {
         self.0.is_empty()
     }
 
+    /// Reads a map in any key order; a repeated key fails.
     pub(crate) fn read(r: &mut Reader<'_>, field: &'static str) -> Result<Self, DecodeError> {
         let n = r.map(field)?;
-        let mut entries: Vec<(String, Scalar)> = Vec::with_capacity(bounded(n, r.remaining()));
+        let mut entries = BTreeMap::new();
         for _ in 0..n {
             let key = r.key()?.to_owned();
-            let value = Scalar::read(r, field, false)?;
-            entries.push((key, value));
+            let value = Scalar::read(r, field)?;
+            if entries.insert(key, value).is_some() {
+                return Err(DecodeError::DuplicateKey { field });
+            }
         }
-        if has_duplicate(&entries) {
-            return Err(DecodeError::DuplicateKey { field });
-        }
+        r.close();
         Ok(Self(entries))
     }
 
@@ -456,20 +433,6 @@ impl Metadata {
             write_text(out, k);
             v.write(out);
         }
-    }
-
-    /// Arrays nested in arrays cannot be encoded faithfully by peers.
-    pub(crate) fn check_shape(&self) -> Result<(), Problem> {
-        for (k, v) in &self.0 {
-            let nested = matches!(v, Scalar::Array(items) if items.iter().any(|i| matches!(i, Scalar::Array(_))));
-            if nested {
-                return Err(Problem::invalid(
-                    format!("the value of {k:?} nests an array in an array"),
-                    "a value is text, an integer, a float, a boolean, null or a flat array of those",
-                ));
-            }
-        }
-        Ok(())
     }
 
     /// Checks each pinned key present ([`META_ROLE`], [`META_BRIDGE_HOPS`],
@@ -525,15 +488,16 @@ impl Metadata {
 
     /// Appends the bridge `id` to `bridge_hops`, keeping the hops already
     /// there; a value [`bridge_hops`](Self::bridge_hops) does not read as
-    /// hops is replaced (in place) by `[id]`.
+    /// hops is replaced by `[id]`.
     pub fn push_bridge_hop(&mut self, id: &str) {
         let well_formed = self.well_formed_hops().is_some();
-        match self.0.iter_mut().find(|(k, _)| k == META_BRIDGE_HOPS) {
-            Some((_, Scalar::Array(hops))) if well_formed => hops.push(id.into()),
-            Some((_, slot)) => *slot = Scalar::Array(vec![id.into()]),
-            None => self
-                .0
-                .push((META_BRIDGE_HOPS.to_owned(), Scalar::Array(vec![id.into()]))),
+        match self.0.get_mut(META_BRIDGE_HOPS) {
+            Some(Scalar::Array(hops)) if well_formed => hops.push(id.into()),
+            Some(slot) => *slot = Scalar::Array(vec![id.into()]),
+            None => {
+                self.0
+                    .insert(META_BRIDGE_HOPS.to_owned(), Scalar::Array(vec![id.into()]));
+            }
         }
     }
 
@@ -546,7 +510,6 @@ impl Metadata {
 
     /// The envelope metadata caps (docs/wire.md), and nothing else.
     pub(crate) fn check_envelope_rules(&self) -> Result<(), Problem> {
-        self.check_shape()?;
         if self.0.len() > METADATA_MAX_ENTRIES {
             return Err(Problem::too_large(
                 self.0.len(),
@@ -623,19 +586,6 @@ fn check_pinned(key: &str, value: &Scalar) -> Result<(), PinnedShapeError> {
     Err(PinnedShapeError { key, expected })
 }
 
-/// Sorting beats pairwise comparison once a hostile map grows large.
-fn has_duplicate(entries: &[(String, Scalar)]) -> bool {
-    if entries.len() <= 16 {
-        return entries
-            .iter()
-            .enumerate()
-            .any(|(i, (k, _))| entries[..i].iter().any(|(p, _)| p == k));
-    }
-    let mut keys: Vec<&str> = entries.iter().map(|(k, _)| k.as_str()).collect();
-    keys.sort_unstable();
-    keys.windows(2).any(|w| w[0] == w[1])
-}
-
 impl<K: Into<String>, V: Into<Scalar>> FromIterator<(K, V)> for Metadata {
     fn from_iter<I: IntoIterator<Item = (K, V)>>(iter: I) -> Self {
         let mut m = Metadata::new();
@@ -657,12 +607,12 @@ mod tests {
     }
 
     #[test]
-    fn bridge_hops_append_in_place() {
+    fn bridge_hops_append_to_the_hops_already_there() {
         let mut m = Metadata::new()
             .with("role", "user")
             .with(META_BRIDGE_HOPS, vec![Scalar::from("axon:a")]);
         m.push_bridge_hop("axon:b");
-        assert_eq!(m.keys().collect::<Vec<_>>(), ["role", META_BRIDGE_HOPS]);
+        assert_eq!(m.keys().collect::<Vec<_>>(), [META_BRIDGE_HOPS, "role"]);
         assert_eq!(
             m.get(META_BRIDGE_HOPS),
             Some(&Scalar::Array(vec!["axon:a".into(), "axon:b".into()]))
@@ -698,42 +648,35 @@ mod tests {
     }
 
     #[test]
-    fn floats_take_the_narrowest_exact_width_and_keep_decoded_widths() {
+    fn floats_take_the_narrowest_width_that_keeps_their_bits() {
         assert_eq!(encode(&1.5.into()), [0xf9, 0x3e, 0x00]);
         assert_eq!(encode(&100000.0.into()), [0xfa, 0x47, 0xc3, 0x50, 0x00]);
         assert_eq!(encode(&0.1.into()).len(), 9);
         assert_eq!(encode(&f64::NAN.into()), [0xf9, 0x7e, 0x00]);
+        assert_eq!(encode(&(-0.0).into()), [0xf9, 0x80, 0x00]);
+        assert_eq!(encode(&f64::NEG_INFINITY.into()), [0xf9, 0xfc, 0x00]);
+        // A NaN whose payload no narrower width holds stays wide.
+        let payload = f64::from_bits(0x7ff8_0000_0000_0001);
+        assert_eq!(encode(&payload.into()).len(), 9);
         let wide = [0xfb, 0x3f, 0xf8, 0, 0, 0, 0, 0, 0];
-        let decoded = Scalar::read(&mut Reader::new(&wide), "x", false).unwrap();
-        assert_eq!(encode(&decoded), wide);
-        assert_eq!(decoded, Scalar::Float(Float::double(1.5)));
+        let decoded = Scalar::read(&mut Reader::new(&wide), "x").unwrap();
+        assert_eq!(encode(&decoded), [0xf9, 0x3e, 0x00]);
+        assert_eq!(decoded, Scalar::Float(Float::new(1.5)));
     }
 
     #[test]
-    fn explicit_widths_are_exact_or_refused() {
-        assert_eq!(
-            Float::with_width(1.5, 8).map(|f| encode(&Scalar::Float(f)).len()),
-            Some(9)
-        );
-        assert_eq!(
-            Float::with_width(1.5, 4).map(|f| encode(&Scalar::Float(f)).len()),
-            Some(5)
-        );
-        assert_eq!(Float::with_width(0.1, 2), None);
-        assert_eq!(Float::with_width(1.0, 3), None);
-        assert!(Float::with_width(f64::NAN, 4).is_some_and(|f| f.value().is_nan()));
-        assert!(Float::new(0.5).is_shortest());
-        assert!(!Float::double(0.5).is_shortest());
-    }
-
-    #[test]
-    fn integers_cover_the_cbor_range() {
+    fn integers_cover_the_metadata_range() {
         assert_eq!(
             encode(&Scalar::Int(Integer::new(Integer::MIN).unwrap())),
-            [0x3b, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]
+            [0x3b, 0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]
         );
         assert_eq!(encode(&(-1i64).into()), [0x20]);
         assert!(Integer::new(Integer::MAX + 1).is_none());
+        assert!(Integer::new(Integer::MIN - 1).is_none());
+        assert_eq!(
+            Integer::try_from(-(1i128 << 64)),
+            Err(IntegerRangeError(-(1i128 << 64)))
+        );
     }
 
     #[test]
@@ -748,9 +691,10 @@ mod tests {
     }
 
     #[test]
-    fn insert_keeps_position() {
-        let mut m = Metadata::new().with("a", 1u64).with("b", 2u64);
-        assert_eq!(m.insert("a", 3u64), Some(Scalar::from(1u64)));
+    fn insert_replaces_and_keys_stay_in_byte_order() {
+        let mut m = Metadata::new().with("b", 1u64).with("a", 2u64);
+        assert_eq!(m.insert("b", 3u64), Some(Scalar::from(1u64)));
         assert_eq!(m.keys().collect::<Vec<_>>(), ["a", "b"]);
+        assert_eq!(m.get("b"), Some(&Scalar::from(3u64)));
     }
 }

@@ -93,6 +93,7 @@ impl Codec for AgentPresence {
                 _ => r.skip()?,
             }
         }
+        r.close();
         Ok(AgentPresence {
             version: required(version, V)?,
             agent: required(agent, AGENT)?,

@@ -83,6 +83,7 @@ impl Codec for SignatureContext {
                 _ => r.skip()?,
             }
         }
+        r.close();
         Ok(ctx)
     }
 }
@@ -176,6 +177,7 @@ impl Codec for Signature {
                 _ => r.skip()?,
             }
         }
+        r.close();
         Ok(Signature {
             scheme: required(scheme, SCHEME)?,
             key_id: required(key_id, KEY_ID)?,

@@ -95,6 +95,7 @@ impl Codec for FoldSnapshot {
                             return Err(DecodeError::DuplicateKey { field: AS_OF });
                         }
                     }
+                    r.close();
                     as_of = Some(map);
                 }
                 STATE => {
@@ -104,6 +105,7 @@ impl Codec for FoldSnapshot {
                 _ => r.skip()?,
             }
         }
+        r.close();
         Ok(FoldSnapshot {
             conversation: required(conversation, CONVERSATION)?,
             as_of: required(as_of, AS_OF)?,

@@ -97,6 +97,7 @@ impl Codec for TokenUsage {
                 _ => r.skip()?,
             }
         }
+        r.close();
         usage.input_tokens = required(input, INPUT)?;
         usage.output_tokens = required(output, OUTPUT)?;
         Ok(usage)

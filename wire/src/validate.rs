@@ -288,7 +288,7 @@ fn presence_and_caps(r: &Rules<'_>) -> Result<(), ValidationError> {
     if e.task_state.is_some() && matches!(k, Command | Event | Chunk) {
         r.forbidden(
             field::TASK_STATE,
-            "task state belongs on a status `task`, a response or an error; drop it here",
+            "task state belongs on a status, a response or an error; drop it here",
         )?;
     }
     if e.operation.is_none() && k == Status {
@@ -421,6 +421,7 @@ fn status_rules(r: &Rules<'_>) -> Result<(), ValidationError> {
             Problem::invalid(err.to_string(), "status operations are a closed set"),
         )
     })?;
+    // Another status may carry a task state too (the reference accepts it).
     if op == StatusOperation::Task {
         if e.correlation.is_none() {
             r.missing(
@@ -434,11 +435,6 @@ fn status_rules(r: &Rules<'_>) -> Result<(), ValidationError> {
                 "a status `task` says where the task stands; set a task state",
             )?;
         }
-    } else if e.task_state.is_some() {
-        r.forbidden(
-            field::TASK_STATE,
-            "only a status with operation `task` carries a task state",
-        )?;
     }
     Ok(())
 }

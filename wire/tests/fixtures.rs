@@ -264,6 +264,16 @@ fn event_with(f: impl FnOnce(&mut Vec<(&'static str, Value)>)) -> Vec<u8> {
     f(&mut entries);
     map(entries)
 }
+/// The map of `entries` and then `key` → `raw`, bytes ciborium cannot write.
+fn with_raw_entry(entries: Vec<(&'static str, Value)>, key: &str, raw: &[u8]) -> Vec<u8> {
+    let mut bytes = map(entries);
+    // A small map head (0xa0 | n) counts the entries; one more follows.
+    assert!(bytes[0] > 0xa0 && bytes[0] < 0xb7);
+    bytes[0] += 1;
+    ciborium::into_writer(&Value::Text(key.into()), &mut bytes).unwrap();
+    bytes.extend_from_slice(raw);
+    bytes
+}
 fn set(entries: &mut [(&'static str, Value)], key: &str, value: Value) {
     entries.iter_mut().find(|(k, _)| *k == key).unwrap().1 = value;
 }
@@ -343,6 +353,10 @@ fn corpus() -> Vec<Fixture> {
             AgentEnvelope::status_card(record(), conversation(), agent("summarizer"), &card()),
         ),
         valid("envelope_status_progress", status_progress()),
+        valid(
+            "envelope_status_progress_task_state",
+            status_progress().with_task_state(TaskState::Working),
+        ),
         valid(
             "envelope_status_quarantine",
             AgentEnvelope::status_quarantine(
@@ -434,6 +448,20 @@ fn corpus() -> Vec<Fixture> {
                     .with(META_ROLE, "developer")
                     .with(META_BRIDGE_HOPS, "a2a-bridge")
                     .with(META_FENCE, -1i64),
+            ),
+        ),
+        valid(
+            "envelope_metadata_nested_arrays",
+            event().with_metadata(
+                Metadata::new()
+                    .with("hops", vec![Scalar::Array(vec!["a".into()])])
+                    .with(
+                        "grid",
+                        vec![
+                            Scalar::Array(vec![1u64.into(), Scalar::Array(vec![])]),
+                            Scalar::Array(vec![2.5.into()]),
+                        ],
+                    ),
             ),
         ),
         // Positives: one or more per capsule.
@@ -796,12 +824,6 @@ fn corpus() -> Vec<Fixture> {
             chunk_middle().with_task_state(TaskState::Working),
         ),
         invalid(
-            "invalid_status_progress_task_state",
-            "task_state",
-            Forbidden,
-            status_progress().with_task_state(TaskState::Working),
-        ),
-        invalid(
             "invalid_chunk_operation_after_open",
             "operation",
             Forbidden,
@@ -1103,25 +1125,50 @@ fn corpus() -> Vec<Fixture> {
             },
         ),
         malformed::<E>(
-            "malformed_metadata_nested_array",
-            event_with(|m| {
-                m.push((
-                    "metadata",
-                    Value::Map(vec![(
-                        Value::Text("a".into()),
-                        Value::Array(vec![Value::Array(vec![])]),
-                    )]),
-                ))
-            }),
+            "malformed_metadata_integer_below_range",
+            // -2^63 - 1: one below the smallest integer metadata holds.
+            with_raw_entry(
+                event_entries(),
+                "metadata",
+                &[0xa1, 0x61, b'n', 0x3b, 0x80, 0, 0, 0, 0, 0, 0, 0],
+            ),
             |e| {
                 matches!(
                     e,
-                    DecodeError::WrongType {
+                    DecodeError::IntegerOutOfRange {
                         field: "metadata",
+                        value: -9_223_372_036_854_775_809,
                         ..
                     }
                 )
             },
+        ),
+        malformed::<E>(
+            "malformed_simple_value_below_32",
+            // 0xf8 0x00 is not well-formed CBOR, even under an unknown key.
+            with_raw_entry(event_entries(), "x-unknown", &[0xf8, 0x00]),
+            |e| matches!(e, DecodeError::Malformed(_)),
+        ),
+        malformed::<E>(
+            "malformed_invalid_utf8_under_unknown_key",
+            // Text that is not UTF-8 is invalid CBOR (RFC 8949 section 5.3.1)
+            // even where it is skipped.
+            with_raw_entry(event_entries(), "x-unknown", &[0x62, 0xff, b'a']),
+            |e| {
+                *e == DecodeError::InvalidUtf8 {
+                    field: "an unknown key's value",
+                }
+            },
+        ),
+        malformed::<E>(
+            "malformed_nesting_too_deep",
+            // The envelope map and MAX_NESTING arrays under an unknown key.
+            with_raw_entry(
+                event_entries(),
+                "x-unknown",
+                &[vec![0x81; MAX_NESTING - 1], vec![0x80]].concat(),
+            ),
+            |e| *e == DecodeError::TooDeep { limit: MAX_NESTING },
         ),
         malformed::<E>(
             "malformed_metadata_duplicate_key",

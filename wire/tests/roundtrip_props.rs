@@ -32,15 +32,17 @@ fn plain_scalar() -> impl Strategy<Value = Scalar> {
     ]
 }
 
+/// Scalars and arrays of them, arrays nesting a few levels deep.
 fn scalar() -> impl Strategy<Value = Scalar> {
-    prop_oneof![
-        4 => plain_scalar(),
-        1 => prop::collection::vec(plain_scalar(), 0..4).prop_map(Scalar::Array),
-    ]
+    plain_scalar().prop_recursive(3, 16, 4, |inner| {
+        prop::collection::vec(inner, 0..4).prop_map(Scalar::Array)
+    })
 }
 
+/// Keys in no particular order, mixing case, length and non-ASCII text, so
+/// byte-wise order differs from insertion and from length-first order.
 fn metadata() -> impl Strategy<Value = Metadata> {
-    prop::collection::vec(("k[a-z0-9_.]{0,10}", scalar()), 0..6)
+    prop::collection::vec(("[a-zA-Z0-9_.é]{0,10}", scalar()), 0..6)
         .prop_map(|entries| entries.into_iter().collect())
 }
 
@@ -417,9 +419,10 @@ fn hostile_lengths_fail_fast() {
     deep.push(0x00);
     let mut bytes = vec![0xa1, 0x63, b'z', b'z', b'z'];
     bytes.extend_from_slice(&deep);
-    // Unknown keys are skipped without recursion, however deep.
+    // Unknown keys are skipped without recursion, and no deeper than the
+    // nesting limit.
     assert_eq!(
         AgentEnvelope::decode(&bytes),
-        Err(DecodeError::MissingField { field: "kind" })
+        Err(DecodeError::TooDeep { limit: MAX_NESTING })
     );
 }

@@ -66,10 +66,7 @@ const MATRIX: [(&str, [Cell; 6]); FIELDS] = [
     ("finish_reason", [X, O, X, OnlyWhen(Last), X, X]),
     ("idempotency_key", [O, O, O, X, X, X]),
     ("deadline_micros", [O, X, X, OnlyWhen(SequenceZero), X, X]),
-    (
-        "task_state",
-        [X, O, X, X, RequiredWhenElseX(OperationIsTask), O],
-    ),
+    ("task_state", [X, O, X, X, RequiredWhen(OperationIsTask), O]),
     (
         "operation",
         [O, O, O, RequiredWhenElseX(SequenceZero), R, O],
@@ -325,18 +322,18 @@ fn errors_name_kind_field_and_remedy() {
     );
 }
 
+/// The reference accepts a task state on every status; only a status `task`
+/// must carry one.
 #[test]
-fn constructed_metadata_with_nested_arrays_is_invalid() {
-    let event = AgentEnvelope::event(
-        RecordId::from_u128(1),
-        ConversationId::from_u128(2),
-        AgentId::new("ledger").unwrap(),
-        b"x".to_vec(),
-    )
-    .with_metadata(Metadata::new().with("deep", vec![Scalar::Array(vec![])]));
-    let err = event.validate().unwrap_err();
-    assert_eq!(err.field, "metadata");
-    assert!(matches!(err.reason, Reason::InvalidValue(_)), "{err}");
+fn a_status_that_is_not_a_task_may_carry_a_task_state() {
+    for operation in StatusOperation::ALL.iter().copied() {
+        let e = status(operation, b"40%").with_task_state(TaskState::Working);
+        assert_eq!(e.validate(), Ok(()), "status `{operation}`");
+    }
+    let mut task = status(StatusOperation::Task, b"");
+    task.task_state = None;
+    let err = task.validate().unwrap_err();
+    assert_eq!((err.field, err.reason), ("task_state", Reason::Missing));
 }
 
 #[test]
@@ -468,7 +465,10 @@ fn pinned_metadata_values_are_not_checked_by_validate() {
     )
     .with_metadata(off_shape.clone());
     assert_eq!(event.validate(), Ok(()));
-    let err = off_shape.check_pinned().unwrap_err();
+    // Keys are checked in key order: `agdx.fence` comes first.
+    assert_eq!(off_shape.check_pinned().unwrap_err().key, META_FENCE);
+    let role = Metadata::new().with(META_ROLE, "developer");
+    let err = role.check_pinned().unwrap_err();
     assert_eq!(err.key, META_ROLE);
     assert_eq!(
         err.to_string(),

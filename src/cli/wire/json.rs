@@ -23,9 +23,9 @@ use std::str::FromStr;
 use agdx_wire::{
     AgentCard, AgentEnvelope, AgentId, AgentPresence, BodyRef, CapabilityDescriptor, ChannelId,
     ContentRef, ContentType, ConversationId, CorrelationId, DeadLetter, DeadLetterReason,
-    ErrorBody, ErrorCode, Float, FoldSnapshot, Health, IdempotencyKey, Integer, Kind, LogPosition,
-    Metadata, RecordId, Scalar, Signature, SignatureContext, SignatureScheme, TaskState,
-    TokenUsage, WirePayload,
+    ErrorBody, ErrorCode, Float, FoldSnapshot, Health, IdempotencyKey, Kind, LogPosition, Metadata,
+    RecordId, Scalar, Signature, SignatureContext, SignatureScheme, TaskState, TokenUsage,
+    WirePayload,
 };
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
@@ -329,35 +329,36 @@ dictionary_json!(
     SignatureScheme
 );
 
+/// A finite float is a JSON number. JSON has no NaN or infinity, so those
+/// are `{"float": "NaN"}` (the quiet NaN), `{"float": "Infinity"}`,
+/// `{"float": "-Infinity"}`, and any other NaN `{"float_bits": "<16 hex digits>"}`.
 fn float_json(f: Float) -> Json {
     let v = f.value();
-    if f.is_shortest()
-        && let Some(n) = serde_json::Number::from_f64(v)
-    {
+    if let Some(n) = serde_json::Number::from_f64(v) {
         return Json::Number(n);
     }
-    let value = match serde_json::Number::from_f64(v) {
-        Some(n) => Json::Number(n),
-        None if v.is_nan() => Json::from("NaN"),
-        None if v > 0.0 => Json::from("Infinity"),
-        None => Json::from("-Infinity"),
+    let named = match v {
+        f64::INFINITY => Some("Infinity"),
+        f64::NEG_INFINITY => Some("-Infinity"),
+        _ if v.to_bits() == f64::NAN.to_bits() => Some("NaN"),
+        _ => None,
     };
-    let key = match f.width() {
-        2 => "float16",
-        4 => "float32",
-        _ => "float64",
-    };
-    Obj::default().put(key, value).done()
+    match named {
+        Some(name) => Obj::default().put("float", name).done(),
+        None => Obj::default()
+            .put("float_bits", format!("{:016x}", v.to_bits()))
+            .done(),
+    }
 }
 
 fn scalar_json(s: &Scalar) -> Json {
     match s {
         Scalar::Null => Json::Null,
         Scalar::Bool(b) => Json::Bool(*b),
-        Scalar::Int(i) => match (i.as_u64(), i.as_i64()) {
-            (Some(u), _) => Json::from(u),
-            (None, Some(n)) => Json::Number(n.into()),
-            (None, None) => Obj::default().put("integer", i.get().to_string()).done(),
+        Scalar::Int(i) => match i.as_u64() {
+            Some(u) => Json::from(u),
+            // Not a u64, so a negative i64 (the metadata integer range).
+            None => Json::Number((i.get() as i64).into()),
         },
         Scalar::Float(f) => float_json(*f),
         Scalar::Text(t) => Json::String(t.clone()),
@@ -385,30 +386,23 @@ fn scalar_from(json: Json) -> Result<Scalar, String> {
         Json::Object(mut entries) if entries.len() == 1 => {
             let (key, value) = entries.remove(0);
             match key.as_str() {
-                "integer" => {
-                    let n: i128 = parse(value)?;
-                    Scalar::Int(Integer::try_from(n).map_err(|e| e.to_string())?)
-                }
-                "float16" | "float32" | "float64" => {
+                "float" => {
                     let v = match value {
-                        Json::Number(n) => n.as_f64().ok_or("not a float")?,
                         Json::String(s) => match s.as_str() {
                             "NaN" => f64::NAN,
                             "Infinity" => f64::INFINITY,
                             "-Infinity" => f64::NEG_INFINITY,
-                            _ => return Err(format!("{s:?} is not a float")),
+                            _ => return Err(format!("{s:?} is not NaN, Infinity or -Infinity")),
                         },
-                        _ => return Err("not a float".into()),
+                        _ => return Err("not NaN, Infinity or -Infinity".into()),
                     };
-                    let width = match key.as_str() {
-                        "float16" => 2,
-                        "float32" => 4,
-                        _ => 8,
-                    };
-                    Scalar::Float(
-                        Float::with_width(v, width)
-                            .ok_or_else(|| format!("{v} does not fit {key}"))?,
-                    )
+                    Scalar::from(v)
+                }
+                "float_bits" => {
+                    let hex: String = parse(value)?;
+                    let bits = u64::from_str_radix(&hex, 16)
+                        .map_err(|_| format!("{hex:?} is not 16 hex digits of a float"))?;
+                    Scalar::Float(Float::new(f64::from_bits(bits)))
                 }
                 _ => return Err(format!("unknown scalar form {{\"{key}\": ...}}")),
             }

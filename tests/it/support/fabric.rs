@@ -229,6 +229,21 @@ impl Running {
 /// How long a test waits for an answer that should come within moments.
 pub const ANSWER: Duration = Duration::from_secs(20);
 
+/// The watched command's terminal reply, which must be a response echoing
+/// `body` (statuses before it are passed over).
+pub async fn echoed(watch: &mut agdx::ReplyWatch, body: &[u8]) -> agdx::Reply {
+    loop {
+        match watch.next(ANSWER).await.expect("a reply") {
+            agdx::ReplyEvent::Status(_) => {}
+            agdx::ReplyEvent::Response(reply) => {
+                assert_eq!(reply.body, body, "the echo of its own command");
+                return reply;
+            }
+            other => panic!("expected a response, got {other:?}"),
+        }
+    }
+}
+
 impl Fabric {
     /// The `agdx` binary, pointed at this fabric's log and stream.
     pub fn agdx(&self) -> tokio::process::Command {
