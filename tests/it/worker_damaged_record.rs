@@ -147,7 +147,6 @@ async fn an_iggy_command_with_a_malformed_header_block_is_dead_lettered_with_its
             // Only an Iggy message has a header block another client can break.
             continue;
         }
-        let requester = fabric.requester("asker");
         let conversation = agdx::new_conversation_id();
         let partition = agdx::routing::partition_of(&fabric.topology.commands, conversation);
         // A well-formed command whose only fault is the header block around it.
@@ -162,17 +161,7 @@ async fn an_iggy_command_with_a_malformed_header_block_is_dead_lettered_with_its
         .with_target(agent_id("echo"))
         .encode();
         send_with_a_malformed_header_block(&fabric, partition, command.clone()).await;
-        let mut after = requester
-            .send(
-                CommandRequest::new("hello", b"after".to_vec())
-                    .to(agent_id("echo"))
-                    .conversation(conversation),
-            )
-            .await
-            .expect("send");
-        let worker = fabric.worker("echo").handle("hello", EchoHandler);
-        let running = Running::start(worker);
-        echoed(&mut after, b"after").await;
+        let running = fabric.echo_after(conversation, b"after").await;
         let dead_letters = fabric.dead_letters().await;
         assert_eq!(dead_letters.len(), 1);
         let capsule = &dead_letters[0];

@@ -5,13 +5,11 @@
 
 use crate::support;
 
-use agdx::CommandRequest;
 use agdx::log::OutgoingRecord;
 use agdx::wire::{
     AgentEnvelope, ContentType, DeadLetterReason, HEADER_WIRE_VERSION, HeaderValue, record_headers,
 };
-use agdx::worker::EchoHandler;
-use support::fabric::{Running, agent_id, echoed, fabrics};
+use support::fabric::{agent_id, fabrics};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_command_of_another_wire_version_is_dead_lettered_naming_it() {
@@ -49,18 +47,7 @@ async fn a_command_of_another_wire_version_is_dead_lettered_naming_it() {
             .await
             .expect("append the version 2 command");
 
-        let requester = fabric.requester("asker");
-        let mut after = requester
-            .send(
-                CommandRequest::new("hello", b"after".to_vec())
-                    .to(agent_id("echo"))
-                    .conversation(conversation),
-            )
-            .await
-            .expect("send");
-        let running = Running::start(fabric.worker("echo").handle("hello", EchoHandler));
-        echoed(&mut after, b"after").await;
-        running.stop().await;
+        fabric.echo_after(conversation, b"after").await.stop().await;
 
         let dead_letters = fabric.dead_letters().await;
         assert_eq!(dead_letters.len(), 1, "{}", fabric.backend);

@@ -245,6 +245,32 @@ pub async fn echoed(watch: &mut agdx::ReplyWatch, body: &[u8]) -> agdx::Reply {
 }
 
 impl Fabric {
+    /// Sends a `hello` command with `body` to `echo` in `conversation`,
+    /// starts an echo worker and waits for the echo: what comes after a bad
+    /// record is still answered. The worker keeps running.
+    pub async fn echo_after(
+        &self,
+        conversation: agdx::wire::ConversationId,
+        body: &[u8],
+    ) -> Running {
+        // The watch reads replies through its requester: keep it alive.
+        let requester = self.requester("asker");
+        let mut watch = requester
+            .send(
+                agdx::CommandRequest::new("hello", body.to_vec())
+                    .to(agent_id("echo"))
+                    .conversation(conversation),
+            )
+            .await
+            .expect("send");
+        let running = Running::start(
+            self.worker("echo")
+                .handle("hello", agdx::worker::EchoHandler),
+        );
+        echoed(&mut watch, body).await;
+        running
+    }
+
     /// The `agdx` binary, pointed at this fabric's log and stream.
     pub fn agdx(&self) -> tokio::process::Command {
         let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_agdx"));
