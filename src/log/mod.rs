@@ -99,7 +99,6 @@ impl TopicInfo {
     }
 
     /// Refuses a partition outside the topic.
-    #[cfg(any(feature = "embedded", feature = "iggy", feature = "kafka"))]
     pub(crate) fn check_partition(&self, partition: u32) -> Result<(), LogError> {
         if partition < self.partitions.get() {
             return Ok(());
