@@ -30,7 +30,11 @@ const STARTUP: Duration = Duration::from_secs(60);
 pub const TEST_OPTIONS: &str = "session_timeout=6s&fetch_wait=10ms";
 
 /// The broker currently shared by the tests of this binary.
-static SHARED: Mutex<Weak<Broker>> = Mutex::const_new(Weak::new());
+/// The broker each test module shares while any of its tests runs. One
+/// per module, as when each module was a test binary of its own: a Tansu
+/// that has served the whole suite's groups is slower to hand a new group
+/// its records than the tests wait for.
+static SHARED: Mutex<Vec<(String, Weak<Broker>)>> = Mutex::const_new(Vec::new());
 
 /// A connected Kafka log for one test, with whatever keeps its broker alive.
 pub struct KafkaTestLog {
@@ -73,12 +77,23 @@ pub async fn kafka_log() -> Result<KafkaTestLog, String> {
 }
 
 async fn shared_broker() -> Result<Arc<Broker>, String> {
+    // The test harness names a test's thread after the test.
+    let module = std::thread::current()
+        .name()
+        .and_then(|name| name.split_once("::"))
+        .map(|(module, _)| module.to_owned())
+        .unwrap_or_default();
     let mut shared = SHARED.lock().await;
-    if let Some(broker) = shared.upgrade() {
+    shared.retain(|(_, broker)| broker.strong_count() > 0);
+    if let Some(broker) = shared
+        .iter()
+        .find(|(owner, _)| *owner == module)
+        .and_then(|(_, broker)| broker.upgrade())
+    {
         return Ok(broker);
     }
     let broker = Arc::new(Broker::find().await?);
-    *shared = Arc::downgrade(&broker);
+    shared.push((module, Arc::downgrade(&broker)));
     Ok(broker)
 }
 
