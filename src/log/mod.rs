@@ -59,7 +59,8 @@ pub struct TopicInfo {
     /// The topic's number within its stream, given by the log.
     pub topic_id: u32,
     /// How many partitions the topic has, numbered from 0: at least one,
-    /// so every key has a partition ([`partition_for_key`]).
+    /// so every key has a partition
+    /// ([`partition_for_key`](crate::routing::partition_for_key)).
     ///
     /// ```compile_fail,E0308
     /// # use agdx::log::TopicInfo;
