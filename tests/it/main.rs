@@ -1,6 +1,11 @@
 //! The integration tests, one module per behaviour, in one binary so the
 //! suite links the library once. Run one behaviour with
 //! `cargo test --test it MODULE::`, e.g. `cargo test --test it log_embedded::`.
+//!
+//! The harness ([`support`]) runs the agdx binary and every backend, so the
+//! suite needs the `cli` feature (which builds them all in); without it the
+//! binary is empty.
+#![cfg(feature = "cli")]
 
 mod support;
 
