@@ -8,8 +8,8 @@ use crate::support;
 use std::collections::{HashMap, HashSet};
 
 use agdx::wire::Kind;
+use support::eventually_progressing;
 use support::fabric::{Fabric, lines_of, on_every_fabric, terminate};
-use support::{eventually, eventually_progressing};
 
 const COMMANDS: usize = 2_000;
 /// Partitions a worker handles at once: at most this many records are in a
@@ -67,7 +67,11 @@ async fn a_killed_worker_restarts_without_losing_commands_or_repeating_effects()
         let args = worker_args(&fabric);
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let mut worker = fabric.spawn_worker_process(&args);
-        eventually("the worker to be part-way through", || async { (lines_of(&runs).len() >= 300).then_some(()) }).await;
+        eventually_progressing("the worker to be part-way through", || async {
+            let done = lines_of(&runs).len();
+            if done >= 300 { Ok(()) } else { Err(done) }
+        })
+        .await;
         worker.start_kill().expect("SIGKILL the worker");
         worker.wait().await.expect("reap the worker");
         let at_kill = lines_of(&runs).len();

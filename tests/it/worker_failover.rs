@@ -14,8 +14,8 @@ use crate::support;
 use std::collections::HashSet;
 
 use agdx::wire::Kind;
-use support::eventually;
 use support::fabric::{Fabric, lines_of, on_every_fabric, terminate};
+use support::{eventually, eventually_progressing};
 
 const COMMANDS: usize = 400;
 
@@ -80,8 +80,13 @@ async fn two_workers_share_the_load_and_a_survivor_takes_over_a_killed_ones_part
             (!lines_of(&b_log).is_empty()).then_some(())
         })
         .await;
-        eventually("a quarter of the work to be done", || async {
-            (lines_of(&a_log).len() + lines_of(&b_log).len() >= COMMANDS / 4).then_some(())
+        eventually_progressing("a quarter of the work to be done", || async {
+            let done = lines_of(&a_log).len() + lines_of(&b_log).len();
+            if done >= COMMANDS / 4 {
+                Ok(())
+            } else {
+                Err(done)
+            }
         })
         .await;
         let (victim, victim_log, mut survivor, survivor_log) = if tansu {
@@ -94,9 +99,13 @@ async fn two_workers_share_the_load_and_a_survivor_takes_over_a_killed_ones_part
         let victim_handled: HashSet<String> = lines_of(victim_log).into_iter().collect();
         let survivor_before = lines_of(survivor_log).len();
 
-        let done = eventually("every command to be answered", || async {
+        let done = eventually_progressing("every command to be answered", || async {
             let done = answered(&fabric).await;
-            (done.len() == COMMANDS).then_some(done)
+            if done.len() == COMMANDS {
+                Ok(done)
+            } else {
+                Err(done.len())
+            }
         })
         .await;
         let survivor_handled: HashSet<String> = lines_of(survivor_log).into_iter().collect();

@@ -74,8 +74,9 @@ use self::records::{group_id, kafka_headers, kafka_partition};
 pub(crate) use self::target::KafkaTarget;
 use super::{GroupMember, Log, LogError, LogRecord, OutgoingRecord, TopicInfo, lock};
 
-/// How long a metadata or offset request may take.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a metadata or offset request may take: the Kafka clients'
+/// request timeout, since a busy broker answers these behind its fetches.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How long a new topic may take to show in the cluster's metadata.
 const TOPIC_PROPAGATION: Duration = Duration::from_secs(30);

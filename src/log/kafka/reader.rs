@@ -21,13 +21,11 @@ use rdkafka::{Offset, TopicPartitionList};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use super::REQUEST_TIMEOUT;
 use super::context::Quiet;
 use super::errors::{request_error, topic_error};
 use super::records::{self, kafka_offset, kafka_partition};
 use crate::log::{LogError, LogRecord, TopicInfo, lock};
-
-/// How long a request for offsets or a seek may take.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How long a poll waits for records that are on the log but not fetched yet.
 const CATCH_UP: Duration = Duration::from_secs(10);
