@@ -249,6 +249,12 @@ pub enum LogError {
 }
 
 impl LogError {
+    /// The error this one comes from, when it keeps one: its
+    /// [`std::error::Error::source`], as the [`Cause`] it is.
+    pub fn cause(&self) -> Option<&Cause> {
+        std::error::Error::source(self).and_then(|source| source.downcast_ref())
+    }
+
     /// Whether trying the same call again later may succeed.
     pub fn is_retryable(&self) -> bool {
         match self {

@@ -109,9 +109,7 @@ mod tests {
     #[test]
     fn the_error_underneath_is_the_source() {
         let db = Path::new("/logs/a/log.sqlite3");
-        let code = |error: &LogError| match std::error::Error::source(error)
-            .and_then(|cause| cause.downcast_ref::<crate::log::Cause>())
-        {
+        let code = |error: &LogError| match error.cause() {
             Some(crate::log::Cause::Sqlite(sql)) => sql.sqlite_error_code(),
             other => panic!("{error:?} keeps no SQLite error: {other:?}"),
         };
@@ -125,9 +123,7 @@ mod tests {
             "cannot create the log directory x".into(),
             std::io::Error::from(std::io::ErrorKind::PermissionDenied),
         );
-        match std::error::Error::source(&denied)
-            .and_then(|cause| cause.downcast_ref::<crate::log::Cause>())
-        {
+        match denied.cause() {
             Some(crate::log::Cause::Io(io)) => {
                 assert_eq!(io.kind(), std::io::ErrorKind::PermissionDenied)
             }
