@@ -11,7 +11,9 @@ use super::Damage;
 /// reported it. Its text is part of the log error's message already; it is
 /// kept for a program that looks at the cause itself (through
 /// [`std::error::Error::source`]). A backend's own errors are here only when
-/// its Cargo feature builds it in.
+/// its Cargo feature builds it in. Each is shared (an [`Arc`]), so a log
+/// error stays small and cheap to clone: one failed group commit answers
+/// every write it held.
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum Cause {
@@ -28,11 +30,11 @@ pub enum Cause {
     /// The Apache Iggy client's error.
     #[cfg(feature = "iggy")]
     #[error(transparent)]
-    Iggy(iggy::prelude::IggyError),
+    Iggy(Arc<iggy::prelude::IggyError>),
     /// librdkafka's error, from the Kafka backend.
     #[cfg(feature = "kafka")]
     #[error(transparent)]
-    Kafka(rdkafka::error::KafkaError),
+    Kafka(Arc<rdkafka::error::KafkaError>),
 }
 
 #[cfg(feature = "embedded")]
@@ -57,14 +59,14 @@ impl From<tokio::task::JoinError> for Cause {
 #[cfg(feature = "iggy")]
 impl From<iggy::prelude::IggyError> for Cause {
     fn from(error: iggy::prelude::IggyError) -> Self {
-        Cause::Iggy(error)
+        Cause::Iggy(Arc::new(error))
     }
 }
 
 #[cfg(feature = "kafka")]
 impl From<rdkafka::error::KafkaError> for Cause {
     fn from(error: rdkafka::error::KafkaError) -> Self {
-        Cause::Kafka(error)
+        Cause::Kafka(Arc::new(error))
     }
 }
 
