@@ -3,7 +3,9 @@
 //! went wrong in its own terms; only the command line knows its flags.
 
 use std::error::Error;
+use std::time::Duration;
 
+use agdx::bridge::axon::{AxonIdError, ExposeError};
 use agdx::log::LogError;
 use agdx::replay::ReplayError;
 use agdx::trust::{KeyFileError, RegistryError};
@@ -71,6 +73,17 @@ fn known(error: &(dyn Error + 'static)) -> Option<String> {
             _ => None,
         };
     }
+    if error.is::<AxonIdError>()
+        || matches!(
+            error.downcast_ref::<ExposeError>(),
+            Some(ExposeError::Peer(_))
+        )
+    {
+        return Some(
+            "`axon identity --json` shows an AXON daemon's id; `agdx bridge axon` prints its own when it starts"
+                .to_owned(),
+        );
+    }
     if let Some(error) = error.downcast_ref::<RegistryError>() {
         return match error {
             RegistryError::Format { .. } => Some("`agdx keys generate` writes one".to_owned()),
@@ -81,6 +94,27 @@ fn known(error: &(dyn Error + 'static)) -> Option<String> {
         };
     }
     None
+}
+
+/// What `agdx bridge axon` says when it starts about the `timeout` replies
+/// its peers get (they hear only what happened).
+pub fn axon_timeouts(timeout: Duration) -> String {
+    format!(
+        "a request no worker answers within --timeout ({}) gets a `timeout` reply: run `agdx worker --agent AGENT` for each agent the requests go to",
+        humantime::format_duration(timeout)
+    )
+}
+
+/// What `agdx bridge ax-ipc` says when it starts about the calls no route
+/// takes (the caller hears only that no route matches).
+pub const AX_IPC_UNROUTED: &str = "a call whose action no route matches is answered \"No handler\": add --route ACTION=AGENT for it";
+
+/// What `agdx bridge ioa` says when it starts about the bodies it refuses
+/// (the client hears only the limit).
+pub fn ioa_body_limit(bytes: usize) -> String {
+    format!(
+        "request bodies over {bytes} bytes are refused (413); --max-body BYTES changes the limit"
+    )
 }
 
 fn log(error: &LogError) -> Option<String> {

@@ -1,8 +1,74 @@
 //! Errors of the log port. Each message says what went wrong and what to
 //! do about it, in the terms of the library: a program that runs it (the
-//! `agdx` command line) adds its own advice.
+//! `agdx` command line) adds its own advice. A failure that comes from
+//! another library's error keeps it as its source ([`Cause`]).
+
+use std::sync::Arc;
 
 use super::Damage;
+
+/// The error a [`LogError`] comes from, as the library underneath the log
+/// reported it. Its text is part of the log error's message already; it is
+/// kept for a program that looks at the cause itself (through
+/// [`std::error::Error::source`]). A backend's own errors are here only when
+/// its Cargo feature builds it in. Each is shared (an [`Arc`]), so a log
+/// error stays small and cheap to clone: one failed group commit answers
+/// every write it held.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum Cause {
+    /// SQLite's error, from the embedded log's database files.
+    #[cfg(feature = "embedded")]
+    #[error(transparent)]
+    Sqlite(Arc<rusqlite::Error>),
+    /// The operating system's error: a file, a directory or a thread.
+    #[error(transparent)]
+    Io(Arc<std::io::Error>),
+    /// A blocking call that panicked or was cancelled.
+    #[error(transparent)]
+    Task(Arc<tokio::task::JoinError>),
+    /// The Apache Iggy client's error.
+    #[cfg(feature = "iggy")]
+    #[error(transparent)]
+    Iggy(Arc<iggy::prelude::IggyError>),
+    /// librdkafka's error, from the Kafka backend.
+    #[cfg(feature = "kafka")]
+    #[error(transparent)]
+    Kafka(Arc<rdkafka::error::KafkaError>),
+}
+
+#[cfg(feature = "embedded")]
+impl From<rusqlite::Error> for Cause {
+    fn from(error: rusqlite::Error) -> Self {
+        Cause::Sqlite(Arc::new(error))
+    }
+}
+
+impl From<std::io::Error> for Cause {
+    fn from(error: std::io::Error) -> Self {
+        Cause::Io(Arc::new(error))
+    }
+}
+
+impl From<tokio::task::JoinError> for Cause {
+    fn from(error: tokio::task::JoinError) -> Self {
+        Cause::Task(Arc::new(error))
+    }
+}
+
+#[cfg(feature = "iggy")]
+impl From<iggy::prelude::IggyError> for Cause {
+    fn from(error: iggy::prelude::IggyError) -> Self {
+        Cause::Iggy(Arc::new(error))
+    }
+}
+
+#[cfg(feature = "kafka")]
+impl From<rdkafka::error::KafkaError> for Cause {
+    fn from(error: rdkafka::error::KafkaError) -> Self {
+        Cause::Kafka(Arc::new(error))
+    }
+}
 
 /// What went wrong talking to the log.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -14,6 +80,9 @@ pub enum LogError {
         target: String,
         /// What failed, and how to get a log running there.
         reason: String,
+        /// The error the failure comes from, if any.
+        #[source]
+        source: Option<Cause>,
     },
     /// The topic does not exist; ensure it ([`super::Log::ensure_topic`])
     /// first.
@@ -91,11 +160,23 @@ pub enum LogError {
     /// The backend's storage failed (disk, database) for a reason other
     /// than space ([`LogError::StorageFull`]) or damage
     /// ([`LogError::Damaged`]).
-    #[error("log storage failed: {0}")]
-    Storage(String),
+    #[error("log storage failed: {reason}")]
+    Storage {
+        /// What failed, naming the file or directory.
+        reason: String,
+        /// The error the failure comes from, if any.
+        #[source]
+        source: Option<Cause>,
+    },
     /// The disk holding the log has no space left.
-    #[error("the disk holding the log is full ({0}); free space on it, then try again")]
-    StorageFull(String),
+    #[error("the disk holding the log is full ({reason}); free space on it, then try again")]
+    StorageFull {
+        /// What could not be written, naming the file or directory.
+        reason: String,
+        /// The error the failure comes from, if any.
+        #[source]
+        source: Option<Cause>,
+    },
     /// The log's storage is damaged: it cannot serve records it
     /// acknowledged (the embedded log found its database holding fewer
     /// records than it acknowledged, or SQLite reports the file malformed).
@@ -107,12 +188,21 @@ pub enum LogError {
         location: String,
         /// What is damaged, naming the ranges of records it affects.
         reason: String,
+        /// The error the damage was found by, if any.
+        #[source]
+        source: Option<Cause>,
     },
     /// The backend answered with an error not covered by another variant.
     #[error(
-        "the log refused the request: {0}; try again, and if it keeps failing look at the log server's own log"
+        "the log refused the request: {reason}; try again, and if it keeps failing look at the log server's own log"
     )]
-    Backend(String),
+    Backend {
+        /// What was asked, and what the log answered.
+        reason: String,
+        /// The error the failure comes from, if any.
+        #[source]
+        source: Option<Cause>,
+    },
     /// Records a poll cannot return (see [`Damage`]): records before them
     /// are still readable, and a consumer steps over them by reading on
     /// from [`Damage::next_offset`] (committing [`Damage::last`] for a
@@ -139,6 +229,9 @@ pub enum LogError {
         target: String,
         /// What was refused, and which credentials or permissions to check.
         reason: String,
+        /// The error the refusal came as, if any.
+        #[source]
+        source: Option<Cause>,
     },
     /// An offset commit for a partition that a live member of another
     /// process (or another Iggy client) owns; see [`super::Log::store_offset`].
@@ -158,14 +251,20 @@ pub enum LogError {
 }
 
 impl LogError {
+    /// The error this one comes from, when it keeps one: its
+    /// [`std::error::Error::source`], as the [`Cause`] it is.
+    pub fn cause(&self) -> Option<&Cause> {
+        std::error::Error::source(self).and_then(|source| source.downcast_ref())
+    }
+
     /// Whether trying the same call again later may succeed.
     pub fn is_retryable(&self) -> bool {
         match self {
             LogError::Unavailable { .. } => true,
-            LogError::Storage(_) => true,
-            LogError::StorageFull(_) => true,
+            LogError::Storage { .. } => true,
+            LogError::StorageFull { .. } => true,
             LogError::Damaged { .. } => false,
-            LogError::Backend(_) => true,
+            LogError::Backend { .. } => true,
             LogError::NoSuchTopic { .. } => false,
             LogError::NoLog { .. } => false,
             LogError::NoPartitions { .. } => false,
@@ -200,6 +299,7 @@ mod tests {
             LogError::Unavailable {
                 target: "log".into(),
                 reason: "refused".into(),
+                source: None,
             },
             LogError::NoSuchTopic {
                 stream: stream.clone(),
@@ -227,13 +327,23 @@ mod tests {
             },
             LogError::RecordTooLarge { size: 9, limit: 8 },
             LogError::InvalidInput("bad".into()),
-            LogError::Storage("failed".into()),
-            LogError::StorageFull("no space".into()),
+            LogError::Storage {
+                reason: "failed".into(),
+                source: None,
+            },
+            LogError::StorageFull {
+                reason: "no space".into(),
+                source: None,
+            },
             LogError::Damaged {
                 location: "log".into(),
                 reason: "lost".into(),
+                source: None,
             },
-            LogError::Backend("refused".into()),
+            LogError::Backend {
+                reason: "refused".into(),
+                source: None,
+            },
             LogError::Corrupt(Damage::record(at, "bad checksum")),
             LogError::Incompatible {
                 location: "log".into(),
@@ -242,6 +352,7 @@ mod tests {
             LogError::AccessDenied {
                 target: "log".into(),
                 reason: "no".into(),
+                source: None,
             },
             LogError::NotOwner {
                 stream,

@@ -40,7 +40,7 @@ mod spec;
 
 pub use damage::Damage;
 pub use decorator::LogDecorator;
-pub use error::LogError;
+pub use error::{Cause, LogError};
 pub use precondition::{check_append, check_poll};
 #[cfg(feature = "embedded")]
 pub use spec::DEFAULT_LOG;

@@ -77,6 +77,7 @@ async fn each_bad_call_gets_its_documented_answer_and_nothing_reaches_the_log() 
             assert_eq!(answer["ok"], json!(false), "{shown}: {answer}");
             let error = answer["error"].as_str().expect("an error text");
             assert!(error.starts_with(starts), "{shown}: {error}");
+            assert!(!error.contains("--"), "a peer hears no command line: {error}");
             assert_eq!(answer.get("_msgId"), msg_id.as_ref(), "{shown}");
         }
         // What the problems were, said so a person can fix them.

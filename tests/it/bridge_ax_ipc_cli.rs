@@ -37,9 +37,10 @@ async fn an_ax_client_reaches_an_agdx_worker_through_the_bridge_process() {
             .args(["--route", "memory_*=memory"])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(Stdio::piped())
             .spawn()
             .expect("start agdx bridge ax-ipc");
+        let said = support::read_all(bridge.stderr.take().unwrap());
         let mut lines = BufReader::new(bridge.stdout.take().unwrap()).lines();
         let mut url = None;
         while url.is_none() {
@@ -83,6 +84,11 @@ async fn an_ax_client_reaches_an_agdx_worker_through_the_bridge_process() {
         assert!(
             !socket.exists(),
             "the bridge removes its socket when it stops"
+        );
+        let said = said.await.expect("the bridge's stderr");
+        assert!(
+            said.contains("no route matches is answered \"No handler\": add --route ACTION=AGENT"),
+            "the command line gives the advice callers do not get: {said}"
         );
         terminate(&mut worker).await;
     })

@@ -44,11 +44,13 @@ async fn the_bridge_prints_a_token_that_a_pinned_peer_dials() {
             .arg("--peers-file")
             .arg(&peers_file)
             .args(["--route", "family=echo"])
+            .args(["--timeout", "7s"])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .spawn()
             .expect("start agdx bridge axon");
+        let said = support::read_all(bridge.stderr.take().unwrap());
         let stdout = bridge.stdout.take().unwrap();
         let token = tokio::time::timeout(WAIT, BufReader::new(stdout).lines().next_line())
             .await
@@ -77,6 +79,13 @@ async fn the_bridge_prints_a_token_that_a_pinned_peer_dials() {
         assert_eq!(reply["kind"], "response", "{reply}");
         assert_eq!(reply["payload"], json!({"domain": "family.news", "n": 1}));
         support::fabric::terminate(&mut bridge).await;
+        let said = said.await.expect("the bridge's stderr");
+        assert!(
+            said.contains(
+                "within --timeout (7s) gets a `timeout` reply: run `agdx worker --agent AGENT`"
+            ),
+            "the command line gives the advice its peers do not get: {said}"
+        );
         worker.stop().await;
     })
     .await;
@@ -99,7 +108,7 @@ async fn bad_set_ups_are_refused_with_what_to_do() {
         (&["--key", private, "--route", "=echo"], "--default-agent"),
         (
             &["--key", private, "--expose", "remote=bob"],
-            "not an AXON agent id",
+            "not an AXON agent id: one is `ed25519.` followed by 32 hex characters; `axon identity --json` shows",
         ),
     ];
     for (args, expected) in cases {

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agdx::log::embedded::{self, EmbeddedLog};
-use agdx::log::{Damage, Log, LogError, SharedLog, TopicInfo};
+use agdx::log::{Cause, Damage, Log, LogError, SharedLog, TopicInfo};
 use support::embedded::{
     Child, ChildTask, damage_payload, database, groups_database, report, tamper,
 };
@@ -443,6 +443,30 @@ async fn another_programs_database_is_refused() {
         Err(other) => panic!("wrong error: {other}"),
         Ok(_) => panic!("opened another program's database"),
     }
+}
+
+#[tokio::test]
+async fn a_log_directory_that_cannot_be_made_says_why_and_keeps_the_systems_error() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, b"not a directory").expect("write");
+    let refused = match EmbeddedLog::open(&file.join("log")) {
+        Ok(_) => panic!("a log opened under a regular file"),
+        Err(error) => error,
+    };
+    let message = refused.to_string();
+    assert!(matches!(refused, LogError::Storage { .. }), "{refused:?}");
+    assert!(message.contains("a-file"), "{message}");
+    for foreign in ["Iggy", "Kafka", "free space"] {
+        assert!(!message.contains(foreign), "{message}");
+    }
+    match std::error::Error::source(&refused).and_then(|c| c.downcast_ref::<Cause>()) {
+        Some(Cause::Io(error)) => {
+            assert_eq!(error.kind(), std::io::ErrorKind::NotADirectory, "{error}")
+        }
+        other => panic!("{refused:?} keeps no system error: {other:?}"),
+    }
+    assert!(refused.is_retryable(), "storage failures stay retryable");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

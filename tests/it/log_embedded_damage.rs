@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agdx::log::embedded::EmbeddedLog;
-use agdx::log::{Damage, Log, LogError, SharedLog, TopicInfo};
+use agdx::log::{Cause, Damage, Log, LogError, SharedLog, TopicInfo};
 use agdx::wire::{ConversationId, DeadLetter};
 use agdx::{CommandRequest, Producer, Topology, TopologyConfig};
 use support::embedded::{
@@ -500,12 +500,22 @@ async fn a_file_that_is_not_a_database_is_damage_not_a_full_disk() {
     let path = dir.path().join("log");
     std::fs::create_dir_all(&path).expect("mkdir");
     std::fs::write(path.join("log.sqlite3"), vec![b'x'; 8_192]).expect("write");
-    let message = match EmbeddedLog::open(&path) {
+    let refused = match EmbeddedLog::open(&path) {
         Ok(_) => panic!("garbage opened as a log"),
-        Err(error) => error.to_string(),
+        Err(error) => error,
     };
+    let message = refused.to_string();
     assert!(message.contains("file is not a database"), "{message}");
     assert!(!message.contains("free space"), "{message}");
+    // SQLite's own error stays underneath, for a program to look at.
+    match std::error::Error::source(&refused).and_then(|c| c.downcast_ref::<Cause>()) {
+        Some(Cause::Sqlite(error)) => assert_eq!(
+            error.sqlite_error_code(),
+            Some(rusqlite::ErrorCode::NotADatabase),
+            "{error:?}"
+        ),
+        other => panic!("{refused:?} keeps no SQLite error: {other:?}"),
+    }
 
     let spec = format!("embedded:{}", path.display());
     let (code, _, stderr) = agdx_on(&spec, "s", &["tail"]).await;

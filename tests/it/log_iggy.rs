@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use agdx::log::{GroupMember, LogError, OutgoingRecord, SharedLog, TopicInfo};
+use agdx::log::{Cause, GroupMember, LogError, OutgoingRecord, SharedLog, TopicInfo};
 use agdx::routing::partition_for_key;
 use agdx::wire::HeaderValue;
 use iggy::prelude::{
@@ -700,6 +700,11 @@ async fn unreachable_servers_and_wrong_passwords_say_so() {
             && err.to_string().contains("deploy/"),
         "{err}"
     );
+    assert!(!err.to_string().contains("Kafka"), "{err}");
+    match std::error::Error::source(&err).and_then(|c| c.downcast_ref::<Cause>()) {
+        Some(Cause::Io(io)) => assert_eq!(io.kind(), std::io::ErrorKind::ConnectionRefused),
+        other => panic!("{err:?} keeps no system error: {other:?}"),
+    }
 
     let Some(server) = server().await else { return };
     let wrong = server.url.replace("iggy:iggy@", "iggy:wrong-password@");

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agdx::log::kafka::KafkaLog;
-use agdx::log::{LogError, OutgoingRecord, SharedLog, TopicInfo};
+use agdx::log::{Cause, LogError, OutgoingRecord, SharedLog, TopicInfo};
 use agdx::wire::{HeaderKind, HeaderValue, Headers};
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::message::{Header, Headers as _, OwnedHeaders};
@@ -92,6 +92,31 @@ async fn topic(log: &SharedLog, partitions: u32) -> TopicInfo {
     log.ensure_topic(&unique_stream("kafka"), "records", partitions)
         .await
         .expect("ensure_topic")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_port_is_unavailable_in_kafka_terms_and_keeps_librdkafkas_error() {
+    let port = support::free_port().expect("a free port");
+    let url = format!("kafka://127.0.0.1:{port}");
+    let err = match KafkaLog::connect_within(&url, Duration::from_secs(2)).await {
+        Ok(_) => panic!("nothing listens on {url}"),
+        Err(err) => err,
+    };
+    let text = err.to_string();
+    assert!(matches!(err, LogError::Unavailable { .. }), "{err:?}");
+    assert!(err.is_retryable());
+    assert!(text.contains(&url), "{text}");
+    assert!(text.contains("Kafka-protocol broker"), "{text}");
+    for foreign in ["Iggy", "iggy"] {
+        assert!(
+            !text.contains(foreign),
+            "a Kafka log's error says {foreign:?}: {text}"
+        );
+    }
+    match std::error::Error::source(&err).and_then(|c| c.downcast_ref::<Cause>()) {
+        Some(Cause::Kafka(_)) => {}
+        other => panic!("{err:?} keeps no librdkafka error: {other:?}"),
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

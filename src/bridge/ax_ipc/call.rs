@@ -62,7 +62,7 @@ pub enum CallError {
     Loop(#[from] BridgeLoop),
     /// No route names the action.
     #[error(
-        "No handler for action \"{action}\": no --route of this bridge matches it (routes: {routes}); add one, e.g. --route {action}=AGENT"
+        "No handler for action \"{action}\": no route of this bridge matches it (routes: {routes})"
     )]
     NoRoute {
         /// The action.

@@ -52,9 +52,7 @@ impl fmt::Display for AxonId {
 
 /// Text that is not an AXON agent id.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "{0:?} is not an AXON agent id: one is `ed25519.` followed by 32 hex characters (`axon identity --json` shows a daemon's, the bridge prints its own)"
-)]
+#[error("{0:?} is not an AXON agent id: one is `ed25519.` followed by 32 hex characters")]
 pub struct AxonIdError(pub String);
 
 impl FromStr for AxonId {

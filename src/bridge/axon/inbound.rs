@@ -96,7 +96,8 @@ impl Inbound for ToLog {
             }
             Err(AskError::Timeout { waited, .. }) => {
                 let message = format!(
-                    "no reply from agent '{agent}' within {waited:?}; is a worker for it running on the log (`agdx worker --agent {agent} ...`)? The request may still be handled later: retry only if that is safe"
+                    "no reply from agent '{agent}' within {} ms: no worker for it answered in time; the request may still be handled later, so retry only if that is safe",
+                    waited.as_millis()
                 );
                 Envelope::error_reply(request.id, "timeout", &message, true)
             }

@@ -253,7 +253,7 @@ fn raw(bridge: &IoaBridge, body: Result<Bytes, BytesRejection>) -> Answer<Bytes>
     body.map_err(|rejection| {
         if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
             IoaError::TooLarge(format!(
-                "the request body is over {} bytes, this bridge's limit (agdx bridge ioa --max-body)",
+                "the request body is over {} bytes, this bridge's limit",
                 bridge.config().max_body_bytes
             ))
         } else {

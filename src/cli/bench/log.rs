@@ -478,10 +478,13 @@ async fn measure(
     let expected = opts.records * sides.len() as u64;
     for f in &figures {
         if f.poll.records != expected {
-            return Err(LogError::Backend(format!(
-                "the bench read back {} of the {expected} records appended",
-                f.poll.records
-            )));
+            return Err(LogError::Backend {
+                reason: format!(
+                    "the bench read back {} of the {expected} records appended",
+                    f.poll.records
+                ),
+                source: None,
+            });
         }
     }
     Ok(figures)

@@ -135,10 +135,10 @@ impl PlainClient {
     }
 
     pub(super) fn error(&self, doing: &str, e: IggyError) -> LogError {
-        LogError::Backend(format!(
-            "plain iggy client at {}: {doing}: {e}",
-            self.target
-        ))
+        LogError::Backend {
+            reason: format!("plain iggy client at {}: {doing}: {e}", self.target),
+            source: Some(e.into()),
+        }
     }
 
     fn ids(&self, topic: &TopicInfo) -> Result<(Identifier, Identifier), LogError> {

@@ -15,6 +15,7 @@ use agdx::bridge::ax_ipc::{
 use agdx::wire::AgentId;
 use agdx::{Clock, Producer, Requester, SystemClock};
 
+use crate::cli::advice;
 use crate::cli::context::{Failure, Global, parse_agent, parse_duration, stop_on_signal};
 
 /// Serves AX agents: their IPC calls (a Unix socket with 4-byte
@@ -199,7 +200,7 @@ async fn serve(global: &Global, args: ServeArgs) -> Result<(), Failure> {
         ));
     }
     eprintln!(
-        "agdx bridge ax-ipc: bridge '{id}' asking as '{}' on stream '{}'; routes: {described_routes}; actions: {}; Ctrl-C stops it",
+        "agdx bridge ax-ipc: bridge '{id}' asking as '{}' on stream '{}'; routes: {described_routes}; actions: {}; {}; Ctrl-C stops it",
         args.source,
         global.stream,
         bridge
@@ -208,6 +209,7 @@ async fn serve(global: &Global, args: ServeArgs) -> Result<(), Failure> {
             .actions()
             .collect::<Vec<_>>()
             .join(", "),
+        advice::AX_IPC_UNROUTED,
     );
     tokio::spawn(stop_on_signal(
         shutdown.clone(),

@@ -14,6 +14,7 @@ use agdx::bridge::axon::{
 use agdx::wire::AgentId;
 use agdx::worker::WorkerConfig;
 
+use crate::cli::advice;
 use crate::cli::context::{Failure, Global, parse_agent, parse_duration, stop_on_signal};
 
 /// Runs an AXON peer that bridges to the log.
@@ -105,7 +106,7 @@ fn bind_failure(error: BridgeError) -> Failure {
 
 fn parse_expose(text: &str) -> Result<Expose, String> {
     text.parse()
-        .map_err(|e: agdx::bridge::axon::ExposeError| e.to_string())
+        .map_err(|e: agdx::bridge::axon::ExposeError| advice::explain(&e))
 }
 
 pub async fn run(global: &Global, args: AxonArgs) -> Result<(), Failure> {
@@ -127,13 +128,14 @@ pub async fn run(global: &Global, args: AxonArgs) -> Result<(), Failure> {
         ..WorkerConfig::default()
     };
     let summary = describe_config(&config);
+    let timeouts = advice::axon_timeouts(config.timeout);
     let bridge = AxonBridge::bind(log, topology, identity, config)
         .await
         .map_err(bind_failure)?;
     let token = bridge.token(args.advertise.as_deref())?;
     println!("{token}");
     eprintln!(
-        "agdx bridge axon: AXON agent {} listening on UDP {} (bridge id {}), on {describe}, stream '{}'\n  {summary}\n  enroll it in an AXON daemon with: axon connect {token}\n  Ctrl-C stops it",
+        "agdx bridge axon: AXON agent {} listening on UDP {} (bridge id {}), on {describe}, stream '{}'\n  {summary}\n  {timeouts}\n  enroll it in an AXON daemon with: axon connect {token}\n  Ctrl-C stops it",
         bridge.id(),
         bridge.local_addr()?,
         bridge.bridge_id(),

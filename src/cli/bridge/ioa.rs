@@ -6,6 +6,7 @@ use clap::Args;
 
 use agdx::bridge::ioa::{IoaBridge, IoaConfig};
 
+use crate::cli::advice;
 use crate::cli::context::{Failure, Global, parse_duration, terminated};
 
 /// `agdx bridge ioa`.
@@ -58,6 +59,7 @@ pub async fn run(global: &Global, args: IoaArgs) -> Result<(), Failure> {
         rand::fill(&mut key);
         hex::encode(key)
     });
+    let body_limit = advice::ioa_body_limit(args.max_body);
     let config = IoaConfig::new(access_key.clone())
         .keepalive(args.keepalive)
         .max_body_bytes(args.max_body)
@@ -71,6 +73,7 @@ pub async fn run(global: &Global, args: IoaArgs) -> Result<(), Failure> {
         "agdx bridge ioa: serving http://{address} (REST, SSE, MCP at /mcp) from {describe}, stream '{}'",
         global.stream
     );
+    eprintln!("agdx bridge ioa: {body_limit}");
     if generated {
         println!(
             "access key: {access_key} (generated; pass --access-key or IOA_ACCESS_KEY to choose one)"

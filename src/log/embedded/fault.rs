@@ -35,11 +35,16 @@ impl Fault {
             Fault::Sql(error) if sqlite::is_damage(&error) => LogError::Damaged {
                 location: db.display().to_string(),
                 reason: format!("SQLite cannot read it: {error}"),
+                source: Some(error.into()),
             },
-            Fault::Sql(error) if sqlite::is_full(&error) => {
-                LogError::StorageFull(format!("{}: {error}", db.display()))
-            }
-            Fault::Sql(error) => LogError::Storage(format!("{}: {error}", db.display())),
+            Fault::Sql(error) if sqlite::is_full(&error) => LogError::StorageFull {
+                reason: format!("{}: {error}", db.display()),
+                source: Some(error.into()),
+            },
+            Fault::Sql(error) => LogError::Storage {
+                reason: format!("{}: {error}", db.display()),
+                source: Some(error.into()),
+            },
         }
     }
 }
@@ -47,11 +52,17 @@ impl Fault {
 /// A failed file operation on the log directory as a log error: a full
 /// disk, or another storage failure.
 pub(super) fn io_failure(what: String, error: std::io::Error) -> LogError {
-    let message = format!("{what}: {error}");
+    let reason = format!("{what}: {error}");
     if error.kind() == std::io::ErrorKind::StorageFull {
-        LogError::StorageFull(message)
+        LogError::StorageFull {
+            reason,
+            source: Some(error.into()),
+        }
     } else {
-        LogError::Storage(message)
+        LogError::Storage {
+            reason,
+            source: Some(error.into()),
+        }
     }
 }
 
@@ -70,7 +81,7 @@ mod tests {
     fn only_a_full_disk_is_said_to_need_space() {
         let db = Path::new("/logs/a/log.sqlite3");
         let full = sqlite_error(rusqlite::ffi::SQLITE_FULL).into_log(db);
-        assert!(matches!(full, LogError::StorageFull(_)), "{full:?}");
+        assert!(matches!(full, LogError::StorageFull { .. }), "{full:?}");
         assert!(full.to_string().contains("free space"), "{full}");
         for code in [rusqlite::ffi::SQLITE_NOTADB, rusqlite::ffi::SQLITE_CORRUPT] {
             let damaged = sqlite_error(code).into_log(db);
@@ -79,17 +90,44 @@ mod tests {
             assert!(damaged.to_string().contains("log.sqlite3"), "{damaged}");
         }
         let other = sqlite_error(rusqlite::ffi::SQLITE_READONLY).into_log(db);
-        assert!(matches!(other, LogError::Storage(_)), "{other:?}");
+        assert!(matches!(other, LogError::Storage { .. }), "{other:?}");
         assert!(!other.to_string().contains("free space"), "{other}");
         let no_room = std::io::Error::from(std::io::ErrorKind::StorageFull);
         assert!(matches!(
             io_failure("cannot create the log directory x".into(), no_room),
-            LogError::StorageFull(_)
+            LogError::StorageFull { .. }
         ));
         let denied = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
         assert!(matches!(
             io_failure("cannot create the log directory x".into(), denied),
-            LogError::Storage(_)
+            LogError::Storage { .. }
         ));
+    }
+
+    /// A program can look at SQLite's or the system's error under the log
+    /// error it became.
+    #[test]
+    fn the_error_underneath_is_the_source() {
+        let db = Path::new("/logs/a/log.sqlite3");
+        let code = |error: &LogError| match error.cause() {
+            Some(crate::log::Cause::Sqlite(sql)) => sql.sqlite_error_code(),
+            other => panic!("{error:?} keeps no SQLite error: {other:?}"),
+        };
+        let read_only = sqlite_error(rusqlite::ffi::SQLITE_READONLY).into_log(db);
+        assert_eq!(code(&read_only), Some(rusqlite::ErrorCode::ReadOnly));
+        let full = sqlite_error(rusqlite::ffi::SQLITE_FULL).into_log(db);
+        assert_eq!(code(&full), Some(rusqlite::ErrorCode::DiskFull));
+        let damaged = sqlite_error(rusqlite::ffi::SQLITE_CORRUPT).into_log(db);
+        assert_eq!(code(&damaged), Some(rusqlite::ErrorCode::DatabaseCorrupt));
+        let denied = io_failure(
+            "cannot create the log directory x".into(),
+            std::io::Error::from(std::io::ErrorKind::PermissionDenied),
+        );
+        match denied.cause() {
+            Some(crate::log::Cause::Io(io)) => {
+                assert_eq!(io.kind(), std::io::ErrorKind::PermissionDenied)
+            }
+            other => panic!("{denied:?} keeps no system error: {other:?}"),
+        }
     }
 }

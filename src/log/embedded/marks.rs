@@ -269,5 +269,6 @@ pub(super) fn refusal(location: &str, lost: &[Lost]) -> LogError {
             "its database no longer holds records it acknowledged ({}); the database file or its WAL was damaged, or replaced by an older copy",
             ranges.join("; ")
         ),
+        source: None,
     }
 }

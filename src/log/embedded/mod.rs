@@ -328,10 +328,10 @@ impl EmbeddedLog {
                 spec: format!("embedded:{}", path.display()),
                 path: absolute,
             }),
-            Err(e) => Err(LogError::Storage(format!(
-                "cannot look for the log in {}: {e}",
-                path.display()
-            ))),
+            Err(e) => Err(LogError::Storage {
+                reason: format!("cannot look for the log in {}: {e}", path.display()),
+                source: Some(e.into()),
+            }),
         }
     }
 
@@ -360,9 +360,11 @@ async fn blocking<T: Send + 'static>(
 fn now_micros() -> Result<i64, Fault> {
     match i64::try_from(SystemClock.now_micros()) {
         Ok(now) if now > 0 => Ok(now),
-        _ => Err(Fault::Log(LogError::Storage(
-            "the system clock reads before 1970 or after 2262; set it to the right time".into(),
-        ))),
+        _ => Err(Fault::Log(LogError::Storage {
+            reason: "the system clock reads before 1970 or after 2262; set it to the right time"
+                .into(),
+            source: None,
+        })),
     }
 }
 
@@ -537,9 +539,11 @@ async fn submit(core: &Arc<Core>, writes: Vec<Write>) -> Result<(), LogError> {
         tokio::task::spawn_blocking(move || flusher.run());
     }
     report.await.unwrap_or_else(|_| {
-        Err(LogError::Storage(
-            "the write was dropped before it was committed (the log is shutting down)".into(),
-        ))
+        Err(LogError::Storage {
+            reason: "the write was dropped before it was committed (the log is shutting down)"
+                .into(),
+            source: None,
+        })
     })
 }
 

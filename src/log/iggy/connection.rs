@@ -124,6 +124,7 @@ impl IggyTarget {
                         "connecting and signing in got no answer within {}; {HINT}",
                         humantime::format_duration(self.connect_timeout)
                     ),
+                    None,
                 )),
             };
         if let Err(e) = signed_in {
@@ -142,7 +143,11 @@ impl IggyTarget {
         // A plain connect first: a refused or unroutable address is reported
         // as such, not as whatever the client's retries end with.
         if let Err(e) = tokio::net::TcpStream::connect(self.address()).await {
-            return Err(unreachable(&self.describe(), &format!("{e}; {HINT}")));
+            return Err(unreachable(
+                &self.describe(),
+                &format!("{e}; {HINT}"),
+                Some(e.into()),
+            ));
         }
         // The inner client's connect, not `IggyClient::connect`: that one
         // starts a heartbeat task nobody can stop, which reports an error
@@ -162,8 +167,13 @@ impl IggyTarget {
                     reason: format!(
                         "signing in failed ({e}); check the user and password in the connection string (iggy://USER:PASSWORD@HOST:PORT)"
                     ),
+                    source: Some(e.into()),
                 },
-                other => unreachable(&self.describe(), &format!("{other}; {HINT}")),
+                other => unreachable(
+                    &self.describe(),
+                    &format!("{other}; {HINT}"),
+                    Some(other.into()),
+                ),
             })
     }
 }

@@ -254,7 +254,10 @@ mod tests {
         let ticket = group.sent();
         let failed = group
             .covering(ticket, || async {
-                Err(LogError::Backend("the disk is full".into()))
+                Err(LogError::Backend {
+                    reason: "the disk is full".into(),
+                    source: None,
+                })
             })
             .await;
         assert!(failed.is_err());

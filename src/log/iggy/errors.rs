@@ -2,16 +2,18 @@
 
 use iggy::prelude::IggyError;
 
-use crate::log::{LogError, TopicInfo};
+use crate::log::{Cause, LogError, TopicInfo};
 
 /// What to do when no server answers.
 pub(crate) const HINT: &str = "is an Iggy server (0.8.x) running there? One starts with `docker compose -f deploy/docker-compose.yml up -d` (see deploy/README.md)";
 
-/// The server at `target` cannot be reached.
-pub(crate) fn unreachable(target: &str, reason: &str) -> LogError {
+/// The server at `target` cannot be reached (`source`: the error that
+/// said so, if any).
+pub(crate) fn unreachable(target: &str, reason: &str, source: Option<Cause>) -> LogError {
     LogError::Unavailable {
         target: target.to_owned(),
         reason: reason.to_owned(),
+        source,
     }
 }
 
@@ -56,9 +58,9 @@ pub(crate) fn topic_error(target: &str, topic: &TopicInfo, doing: &str, e: IggyE
 pub(crate) fn request_error(target: &str, doing: &str, e: IggyError) -> LogError {
     let reason = format!("{doing}: {e} (Iggy error {})", e.as_code());
     if is_connection_error(&e) {
-        return unreachable(target, &format!("{reason}; {HINT}"));
+        return unreachable(target, &format!("{reason}; {HINT}"), Some(e.into()));
     }
-    match e {
+    match &e {
         IggyError::InvalidCredentials
         | IggyError::Unauthenticated
         | IggyError::Unauthorized
@@ -67,6 +69,7 @@ pub(crate) fn request_error(target: &str, doing: &str, e: IggyError) -> LogError
             reason: format!(
                 "{reason}; the user in the connection string needs permission to manage streams and topics, send, poll and join consumer groups (the root user has all)"
             ),
+            source: Some(e.into()),
         },
         IggyError::InvalidMessagePayloadLength
         | IggyError::TooBigUserHeaders
@@ -84,8 +87,14 @@ pub(crate) fn request_error(target: &str, doing: &str, e: IggyError) -> LogError
         | IggyError::CannotWriteToFile
         | IggyError::CannotReadFile
         | IggyError::CannotSyncFile
-        | IggyError::IoError(_) => LogError::Storage(reason),
-        _ => LogError::Backend(format!("{reason}; agdx needs an Iggy server 0.8.x")),
+        | IggyError::IoError(_) => LogError::Storage {
+            reason,
+            source: Some(e.into()),
+        },
+        _ => LogError::Backend {
+            reason: format!("{reason}; agdx needs an Iggy server 0.8.x"),
+            source: Some(e.into()),
+        },
     }
 }
 
@@ -120,5 +129,31 @@ mod tests {
         let e = request_error("iggy://h:1", "signing in", IggyError::InvalidCredentials);
         assert!(matches!(e, LogError::AccessDenied { .. }));
         assert!(!e.is_retryable());
+    }
+
+    /// An Iggy log's errors speak of Iggy, never of another backend, and
+    /// keep the Iggy client's error underneath.
+    #[test]
+    fn errors_name_no_other_backend_and_keep_the_clients_error() {
+        type Kind = fn(&LogError) -> bool;
+        let cases: [(IggyError, Kind); 4] = [
+            (IggyError::Disconnected, |e| {
+                matches!(e, LogError::Unavailable { .. })
+            }),
+            (IggyError::Unauthorized, |e| {
+                matches!(e, LogError::AccessDenied { .. })
+            }),
+            (IggyError::CannotWriteToFile, |e| {
+                matches!(e, LogError::Storage { .. })
+            }),
+            (IggyError::Error, |e| matches!(e, LogError::Backend { .. })),
+        ];
+        for (iggy, kind) in cases {
+            let error = request_error("iggy://h:1", "appending", iggy);
+            assert!(kind(&error), "{error:?}");
+            let text = error.to_string();
+            assert!(!text.to_lowercase().contains("kafka"), "{text}");
+            assert!(matches!(error.cause(), Some(Cause::Iggy(_))), "{error:?}");
+        }
     }
 }

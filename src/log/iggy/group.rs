@@ -378,11 +378,12 @@ impl GroupMember for IggyMember {
             Some(owned) => owned,
             None => {
                 member.enter().await?;
-                member.ownership().await?.ok_or_else(|| {
-                    LogError::Backend(format!(
+                member.ownership().await?.ok_or_else(|| LogError::Backend {
+                    reason: format!(
                         "consumer group '{}' on '{}/{}' drops this member right after it joins",
                         member.group, member.topic.stream, member.topic.topic
-                    ))
+                    ),
+                    source: None,
                 })?
             }
         };

@@ -296,13 +296,13 @@ impl IggyLog {
         }
         match self.client().create_stream(stream).await {
             Ok(created) => Ok(created),
-            Err(IggyError::StreamNameAlreadyExists(_)) => {
-                self.find_stream(stream).await?.ok_or_else(|| {
-                    LogError::Backend(format!(
-                        "stream '{stream}' was reported to exist but cannot be found"
-                    ))
-                })
-            }
+            Err(IggyError::StreamNameAlreadyExists(_)) => self
+                .find_stream(stream)
+                .await?
+                .ok_or_else(|| LogError::Backend {
+                    reason: format!("stream '{stream}' was reported to exist but cannot be found"),
+                    source: None,
+                }),
             Err(e) => Err(self.request_error(&format!("creating stream '{stream}'"), e)),
         }
     }
@@ -483,10 +483,11 @@ impl Log for IggyLog {
                     Err(IggyError::TopicNameAlreadyExists(..)) => self
                         .find_settled_topic(stream, stream_id, topic)
                         .await?
-                        .ok_or_else(|| {
-                            LogError::Backend(format!(
+                        .ok_or_else(|| LogError::Backend {
+                            reason: format!(
                                 "topic '{stream}/{topic}' was reported to exist but cannot be found"
-                            ))
+                            ),
+                            source: None,
                         })?,
                     Err(e) => {
                         return Err(

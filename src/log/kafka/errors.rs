@@ -2,16 +2,18 @@
 
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 
-use crate::log::{LogError, TopicInfo};
+use crate::log::{Cause, LogError, TopicInfo};
 
 /// What to do when no broker answers.
 pub(crate) const HINT: &str = "is a Kafka-protocol broker running there? A three-node cluster starts with `docker compose -f deploy/kafka-compose.yml up -d` (see deploy/README.md), a single Tansu broker with `tansu broker`";
 
-/// The cluster at `target` cannot be reached.
-pub(crate) fn unreachable(target: &str, reason: &str) -> LogError {
+/// The cluster at `target` cannot be reached (`source`: the error that
+/// said so, if any).
+pub(crate) fn unreachable(target: &str, reason: &str, source: Option<Cause>) -> LogError {
     LogError::Unavailable {
         target: target.to_owned(),
         reason: format!("{reason}; {HINT}"),
+        source,
     }
 }
 
@@ -39,12 +41,13 @@ pub(crate) fn topic_error(
 /// Maps an error of any request (`doing` says what was being done).
 pub(crate) fn request_error(target: &str, doing: &str, e: &KafkaError) -> LogError {
     let reason = format!("{doing}: {e}");
+    let source = Some(Cause::from(e.clone()));
     let Some(code) = e.rdkafka_error_code() else {
         return match e {
             KafkaError::ClientConfig(..) | KafkaError::Nul(_) => LogError::InvalidInput(format!(
                 "{reason}; check the librdkafka settings in the connection string"
             )),
-            _ => LogError::Backend(reason),
+            _ => LogError::Backend { reason, source },
         };
     };
     match code {
@@ -61,7 +64,7 @@ pub(crate) fn request_error(target: &str, doing: &str, e: &KafkaError) -> LogErr
         | RDKafkaErrorCode::LeaderNotAvailable
         | RDKafkaErrorCode::NotLeaderForPartition
         | RDKafkaErrorCode::NotEnoughReplicas
-        | RDKafkaErrorCode::NotEnoughReplicasAfterAppend => unreachable(target, &reason),
+        | RDKafkaErrorCode::NotEnoughReplicasAfterAppend => unreachable(target, &reason, source),
         RDKafkaErrorCode::Authentication
         | RDKafkaErrorCode::SaslAuthenticationFailed
         | RDKafkaErrorCode::IllegalSASLState
@@ -72,6 +75,7 @@ pub(crate) fn request_error(target: &str, doing: &str, e: &KafkaError) -> LogErr
             reason: format!(
                 "{reason}; the principal in the connection string's settings needs to describe, create, read and write the topics and to use the consumer groups"
             ),
+            source,
         },
         RDKafkaErrorCode::MessageSizeTooLarge
         | RDKafkaErrorCode::InvalidTopic
@@ -81,8 +85,8 @@ pub(crate) fn request_error(target: &str, doing: &str, e: &KafkaError) -> LogErr
         | RDKafkaErrorCode::PolicyViolation
         | RDKafkaErrorCode::InvalidArgument
         | RDKafkaErrorCode::InvalidRequest => LogError::InvalidInput(reason),
-        RDKafkaErrorCode::KafkaStorageError => LogError::Storage(reason),
-        _ => LogError::Backend(reason),
+        RDKafkaErrorCode::KafkaStorageError => LogError::Storage { reason, source },
+        _ => LogError::Backend { reason, source },
     }
 }
 
@@ -128,5 +132,46 @@ mod tests {
         );
         assert!(matches!(e, LogError::AccessDenied { .. }), "{e:?}");
         assert!(!e.is_retryable());
+    }
+
+    /// A Kafka log's errors speak of Kafka-protocol brokers, never of
+    /// another backend, and keep librdkafka's error underneath.
+    #[test]
+    fn errors_name_no_other_backend_and_keep_librdkafkas_error() {
+        let produce = |code| {
+            request_error(
+                "kafka://h:1",
+                "appending",
+                &KafkaError::MessageProduction(code),
+            )
+        };
+        let mapped = [
+            produce(RDKafkaErrorCode::MessageTimedOut),
+            produce(RDKafkaErrorCode::TopicAuthorizationFailed),
+            produce(RDKafkaErrorCode::KafkaStorageError),
+            produce(RDKafkaErrorCode::Unknown),
+            request_error("kafka://h:1", "polling", &KafkaError::Canceled),
+        ];
+        let unreached = unreachable("kafka://h:1", "asking", None);
+        for error in mapped.iter().chain([&unreached]) {
+            let text = error.to_string();
+            assert!(!text.to_lowercase().contains("iggy"), "{text}");
+        }
+        for error in &mapped {
+            assert!(matches!(error.cause(), Some(Cause::Kafka(_))), "{error:?}");
+        }
+        assert!(
+            matches!(
+                &mapped,
+                [
+                    LogError::Unavailable { .. },
+                    LogError::AccessDenied { .. },
+                    LogError::Storage { .. },
+                    LogError::Backend { .. },
+                    LogError::Backend { .. },
+                ]
+            ),
+            "{mapped:?}"
+        );
     }
 }

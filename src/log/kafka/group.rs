@@ -284,7 +284,10 @@ impl KafkaMember {
         super::background::serve(&consumer, "agdx-kafka-member", move || {
             !serving.share().closing
         })
-        .map_err(|e| LogError::Backend(format!("cannot start a Kafka member's thread: {e}")))?;
+        .map_err(|e| LogError::Backend {
+            reason: format!("cannot start a Kafka member's thread: {e}"),
+            source: Some(e.into()),
+        })?;
         let handle = Arc::new(Handle {
             key: GroupKey {
                 brokers: target.brokers(),
@@ -306,6 +309,7 @@ impl KafkaMember {
                         join_limit(target),
                         super::errors::HINT
                     ),
+                    source: None,
                 });
             }
             tokio::time::sleep(Duration::from_millis(20)).await;

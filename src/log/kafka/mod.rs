@@ -171,6 +171,7 @@ impl KafkaLog {
                         "asking the cluster for its topics (waiting up to {}): {e}",
                         humantime::format_duration(limit)
                     ),
+                    Some(e.into()),
                 )
             })
     }
@@ -250,9 +251,12 @@ impl KafkaLog {
                 return Ok(partitions);
             }
             if tokio::time::Instant::now() >= deadline {
-                return Err(LogError::Backend(format!(
-                    "topic '{stream}/{topic}' ({name}) was created but does not show in the cluster's metadata after {TOPIC_PROPAGATION:?}"
-                )));
+                return Err(LogError::Backend {
+                    reason: format!(
+                        "topic '{stream}/{topic}' ({name}) was created but does not show in the cluster's metadata after {TOPIC_PROPAGATION:?}"
+                    ),
+                    source: None,
+                });
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
@@ -405,9 +409,12 @@ impl Log for KafkaLog {
                     ));
                 }
                 Err(_) => {
-                    return Err(LogError::Backend(format!(
-                        "the Kafka producer went away while appending to partition {partition} of {name}"
-                    )));
+                    return Err(LogError::Backend {
+                        reason: format!(
+                            "the Kafka producer went away while appending to partition {partition} of {name}"
+                        ),
+                        source: None,
+                    });
                 }
             }
         }

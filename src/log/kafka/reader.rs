@@ -57,7 +57,10 @@ impl Reader {
     pub(crate) fn new(target: String, consumer: ReaderConsumer) -> Result<Self, LogError> {
         let consumer = Arc::new(consumer);
         super::background::serve(&consumer, "agdx-kafka-reader", || true).map_err(|e| {
-            LogError::Backend(format!("cannot start the Kafka reader's thread: {e}"))
+            LogError::Backend {
+                reason: format!("cannot start the Kafka reader's thread: {e}"),
+                source: Some(e.into()),
+            }
         })?;
         Ok(Self {
             target,
@@ -199,10 +202,11 @@ impl Reader {
         let mut queue = self
             .consumer
             .split_partition_queue(name, key.1)
-            .ok_or_else(|| {
-                LogError::Backend(format!(
+            .ok_or_else(|| LogError::Backend {
+                reason: format!(
                     "librdkafka gives no queue for partition {partition} of Kafka topic {name:?}"
-                ))
+                ),
+                source: None,
             })?;
         let wake = fetched.clone();
         queue.set_nonempty_callback(move || wake.notify_one());
@@ -265,5 +269,8 @@ pub(crate) async fn blocking<T: Send + 'static>(
 ) -> Result<T, LogError> {
     tokio::task::spawn_blocking(call)
         .await
-        .map_err(|e| LogError::Backend(format!("a Kafka client call failed: {e}")))
+        .map_err(|e| LogError::Backend {
+            reason: format!("a Kafka client call failed: {e}"),
+            source: Some(e.into()),
+        })
 }

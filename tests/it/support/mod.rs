@@ -122,6 +122,20 @@ pub fn free_port() -> Result<u16, String> {
         .map_err(|e| format!("cannot find a free port: {e}"))
 }
 
+/// Everything a child process writes to `stream` until it closes it, read
+/// in the background so the child never blocks on a full pipe.
+pub fn read_all(
+    stream: impl tokio::io::AsyncRead + Unpin + Send + 'static,
+) -> tokio::task::JoinHandle<String> {
+    use tokio::io::AsyncReadExt;
+    tokio::spawn(async move {
+        let mut text = String::new();
+        let mut stream = stream;
+        let _ = stream.read_to_string(&mut text).await;
+        text
+    })
+}
+
 /// The last lines of a log file, for error messages.
 pub fn tail(path: &std::path::Path) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
