@@ -3,7 +3,7 @@
 use crate::cbor::{Reader, Seen, required, write_bytes, write_map, write_text, write_uint};
 use crate::error::DecodeError;
 use crate::payload::{Codec, wire_payload};
-use crate::validate::{Problem, Subject, ValidationError};
+use crate::validation::{Problem, Subject, ValidationError};
 
 /// Longest `reference`, in bytes.
 pub const BODY_REF_MAX_LEN: usize = 1024;

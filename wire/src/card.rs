@@ -7,7 +7,7 @@ use crate::dictionary::{ContentType, Health};
 use crate::error::DecodeError;
 use crate::metadata::bounded;
 use crate::payload::{Codec, wire_payload};
-use crate::validate::{Problem, Subject, ValidationError, check_text_cap};
+use crate::validation::{Problem, Subject, ValidationError, check_text_cap};
 
 /// Most capabilities one card may list.
 pub const CARD_MAX_CAPABILITIES: usize = 64;

@@ -5,7 +5,7 @@ use crate::dictionary::DeadLetterReason;
 use crate::error::DecodeError;
 use crate::payload::{Codec, wire_payload};
 use crate::position::LogPosition;
-use crate::validate::ValidationError;
+use crate::validation::ValidationError;
 
 /// A poison record set aside: where it sat, why, after how many attempts,
 /// and its original encoded envelope, byte for byte.

@@ -13,7 +13,6 @@ use crate::payload::{Codec, wire_payload};
 use crate::position::LogPosition;
 use crate::signature::Signature;
 use crate::usage::TokenUsage;
-use crate::validate::{ValidationError, validate_envelope};
 
 /// The envelope's wire keys, in declaration order.
 pub(crate) mod field {
@@ -143,15 +142,6 @@ impl AgentEnvelope {
             body: Vec::new(),
             signature: None,
         }
-    }
-
-    /// Checks the validity matrix, the closed operation vocabularies and
-    /// every cap of the contract, no more: a body is checked for presence
-    /// only (never for its content), and metadata values only against the
-    /// caps. Read conventional bodies with [`card_body`](Self::card_body),
-    /// [`control_fact`](Self::control_fact) or `ErrorBody::decode_valid`.
-    pub fn validate(&self) -> Result<(), ValidationError> {
-        validate_envelope(self)
     }
 
     /// Whether this envelope needs a feature outside `understood`; a

@@ -5,7 +5,7 @@ use crate::dictionary::ErrorCode;
 use crate::error::DecodeError;
 use crate::metadata::Metadata;
 use crate::payload::{Codec, wire_payload};
-use crate::validate::ValidationError;
+use crate::validation::ValidationError;
 
 /// Why a request failed. `retryable` is always written.
 ///

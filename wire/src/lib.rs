@@ -24,6 +24,19 @@
 //! assert_eq!(conversation.to_string(), "01J0Y1ZAG00000000000000002");
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! # Layers
+//!
+//! Modules only reach down, never in a circle (`tests/module_layers.rs`
+//! checks it):
+//! - at the bottom, the building blocks: `cbor` (the CBOR subset), `error`
+//!   (decode errors), ids, kinds, dictionaries, and `validation`, the
+//!   vocabulary of broken rules every payload's `validate` speaks;
+//! - above them, the payloads: metadata, the capsules and `envelope`, each
+//!   with its own codec;
+//! - beside the envelope, `matrix`, its validity matrix, which reads the
+//!   envelope (the envelope never calls into it); then the constructors
+//!   (`build`), the status bodies, the record headers and the signing input.
 
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
@@ -41,6 +54,7 @@ mod error_body;
 mod header;
 mod id;
 mod kind;
+mod matrix;
 mod metadata;
 mod operation;
 mod payload;
@@ -51,7 +65,7 @@ mod signing;
 mod snapshot;
 mod status_body;
 mod usage;
-mod validate;
+mod validation;
 
 pub use agent_id::{
     AGENT_ID_MAX_LEN, AgentId, AgentIdError, IDEMPOTENCY_KEY_MAX_LEN, IdempotencyKey,
@@ -95,4 +109,4 @@ pub use signing::{SIGNING_DOMAIN, signing_input};
 pub use snapshot::FoldSnapshot;
 pub use status_body::{ControlFact, StatusBodyError};
 pub use usage::TokenUsage;
-pub use validate::{Reason, Subject, TEXT_FIELD_MAX_LEN, ValidationError};
+pub use validation::{Reason, Subject, TEXT_FIELD_MAX_LEN, ValidationError};

@@ -4,7 +4,7 @@ use crate::agent_id::AgentId;
 use crate::cbor::{Reader, Seen, required, write_map, write_text, write_uint};
 use crate::error::DecodeError;
 use crate::payload::{Codec, wire_payload};
-use crate::validate::{Problem, Subject, ValidationError};
+use crate::validation::{Problem, Subject, ValidationError};
 
 /// The presence capsule version this crate writes and accepts.
 pub const PRESENCE_VERSION: u32 = 1;

@@ -4,7 +4,7 @@ use crate::cbor::{Reader, Seen, required, write_bytes, write_map, write_text, wr
 use crate::dictionary::{ContentType, SignatureScheme};
 use crate::error::DecodeError;
 use crate::payload::{Codec, wire_payload};
-use crate::validate::{Problem, Subject, ValidationError};
+use crate::validation::{Problem, Subject, ValidationError};
 
 /// Length of an Ed25519 key id: the first 8 bytes of SHA-256 over the key.
 pub const ED25519_KEY_ID_LEN: usize = 8;

@@ -8,7 +8,7 @@ use crate::cbor::{
 use crate::error::DecodeError;
 use crate::id::ConversationId;
 use crate::payload::{Codec, wire_payload};
-use crate::validate::ValidationError;
+use crate::validation::ValidationError;
 
 /// A view folded over one conversation, with the last offset folded per
 /// partition (inclusive: resume at offset + 1).

@@ -3,7 +3,7 @@
 use crate::cbor::{Reader, Seen, required, write_map, write_text, write_uint};
 use crate::error::DecodeError;
 use crate::payload::{Codec, wire_payload};
-use crate::validate::ValidationError;
+use crate::validation::ValidationError;
 
 /// Tokens a model call spent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
