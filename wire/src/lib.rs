@@ -53,6 +53,8 @@ mod error;
 mod error_body;
 mod header;
 mod id;
+#[cfg(feature = "json")]
+pub mod json;
 mod kind;
 mod matrix;
 mod metadata;
