@@ -30,10 +30,13 @@
 //! Modules only reach down, never in a circle (`tests/module_layers.rs`
 //! checks it):
 //! - at the bottom, the building blocks: `cbor` (the CBOR subset), `error`
-//!   (decode errors), ids, kinds, dictionaries, and `validation`, the
-//!   vocabulary of broken rules every payload's `validate` speaks;
-//! - above them, the payloads: metadata, the capsules and `envelope`, each
-//!   with its own codec;
+//!   (decode errors), ids, kinds, dictionaries, metadata, `validation`, the
+//!   vocabulary of broken rules every payload's `validate` speaks, and
+//!   (feature `json`) the JSON primitives of `json`;
+//! - `table`, on them: `wire_struct!`, which declares each struct-like
+//!   payload once, its keys, CBOR codec and JSON view together;
+//! - above it, the payloads: the capsules and `envelope`, each one
+//!   declaration;
 //! - beside the envelope, `matrix`, its validity matrix, which reads the
 //!   envelope (the envelope never calls into it); then the constructors
 //!   (`build`), the status bodies, the record headers and the signing input.
@@ -66,6 +69,7 @@ mod signature;
 mod signing;
 mod snapshot;
 mod status_body;
+mod table;
 mod usage;
 mod validation;
 

@@ -125,3 +125,54 @@ fn nested_errors_name_the_path() {
     let err = TokenUsage::from_json(from_str("[]").expect("JSON")).expect_err("not an object");
     assert_eq!(err.to_string(), "usage must be a JSON object");
 }
+
+/// The top-level keys of a CBOR map, in order.
+fn cbor_keys(bytes: &[u8]) -> Vec<String> {
+    match ciborium::from_reader::<ciborium::Value, _>(bytes).expect("CBOR") {
+        ciborium::Value::Map(entries) => entries
+            .into_iter()
+            .map(|(k, _)| k.into_text().expect("a text key"))
+            .collect(),
+        other => panic!("not a map: {other:?}"),
+    }
+}
+
+fn json_keys<T: JsonCodec>(bytes: &[u8]) -> Vec<String> {
+    let value = T::decode(bytes).expect("decodes");
+    match value.to_json() {
+        serde_json::Value::Object(map) => map.keys().cloned().collect(),
+        other => panic!("not an object: {other}"),
+    }
+}
+
+/// Each field is declared once: the JSON view names exactly the keys the
+/// CBOR map holds, in the same order.
+#[test]
+fn json_names_are_the_cbor_keys_in_order() {
+    let dir = common::fixtures_dir();
+    let manifest = std::fs::read_to_string(dir.join("MANIFEST.tsv")).expect("the manifest");
+    for line in manifest
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+    {
+        let cols: Vec<&str> = line.split('\t').collect();
+        if cols[2] != "valid" {
+            continue;
+        }
+        let bytes = common::read(&dir, cols[0]);
+        let json = match cols[1] {
+            "envelope" => json_keys::<AgentEnvelope>(&bytes),
+            "error-body" => json_keys::<ErrorBody>(&bytes),
+            "body-ref" => json_keys::<BodyRef>(&bytes),
+            "dead-letter" => json_keys::<DeadLetter>(&bytes),
+            "signature" => json_keys::<Signature>(&bytes),
+            "signature-context" => json_keys::<SignatureContext>(&bytes),
+            "card" => json_keys::<AgentCard>(&bytes),
+            "presence" => json_keys::<AgentPresence>(&bytes),
+            "fold-snapshot" => json_keys::<FoldSnapshot>(&bytes),
+            "usage" => json_keys::<TokenUsage>(&bytes),
+            other => panic!("unknown payload type {other}"),
+        };
+        assert_eq!(json, cbor_keys(&bytes), "{}", cols[0]);
+    }
+}

@@ -35,12 +35,10 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-mod capsules;
-mod envelope;
 mod error;
-mod scalar;
+pub(crate) mod scalar;
 mod strict;
-mod value;
+pub(crate) mod value;
 
 pub use error::JsonError;
 pub use serde_json::{Map, Value};

@@ -10,7 +10,7 @@ use crate::dictionary::{
 use crate::metadata::{Float, Metadata, Scalar};
 
 /// A u8 dictionary: its name, or its number when the code is unknown.
-pub(super) trait DictJson: Sized {
+pub(crate) trait DictJson: Sized {
     fn to_json(self) -> Value;
     fn from_json(json: Value) -> Result<Self, JsonError>;
 }
@@ -144,7 +144,7 @@ fn scalar_from(json: Value) -> Result<Scalar, JsonError> {
     })
 }
 
-pub(super) fn metadata_json(m: &Metadata) -> Value {
+pub(crate) fn metadata_json(m: &Metadata) -> Value {
     Value::Object(
         m.iter()
             .map(|(k, v)| (k.to_owned(), scalar_json(v)))
@@ -152,7 +152,7 @@ pub(super) fn metadata_json(m: &Metadata) -> Value {
     )
 }
 
-pub(super) fn metadata_from(json: Value) -> Result<Metadata, JsonError> {
+pub(crate) fn metadata_from(json: Value) -> Result<Metadata, JsonError> {
     match json {
         Value::Object(entries) => {
             // Keys are unique already: a JSON object holds each once.

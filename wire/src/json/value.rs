@@ -11,22 +11,22 @@ use super::error::JsonError;
 
 /// Builds an object in field order, skipping absent optionals.
 #[derive(Default)]
-pub(super) struct Obj(Map<String, Value>);
+pub(crate) struct Obj(Map<String, Value>);
 
 impl Obj {
-    pub(super) fn put(mut self, key: &str, value: impl Into<Value>) -> Self {
+    pub(crate) fn put(mut self, key: &str, value: impl Into<Value>) -> Self {
         self.0.insert(key.to_owned(), value.into());
         self
     }
 
-    pub(super) fn opt<T>(self, key: &str, value: Option<T>, to: impl FnOnce(T) -> Value) -> Self {
+    pub(crate) fn opt<T>(self, key: &str, value: Option<T>, to: impl FnOnce(T) -> Value) -> Self {
         match value {
             Some(v) => self.put(key, to(v)),
             None => self,
         }
     }
 
-    pub(super) fn done(self) -> Value {
+    pub(crate) fn done(self) -> Value {
         Value::Object(self.0)
     }
 }
@@ -34,13 +34,13 @@ impl Obj {
 /// A JSON object being read field by field; what is left at
 /// [`finish`](Self::finish) is an unknown field, so typos do not silently
 /// drop data.
-pub(super) struct Fields {
+pub(crate) struct Fields {
     what: &'static str,
     entries: Map<String, Value>,
 }
 
 impl Fields {
-    pub(super) fn new(what: &'static str, json: Value) -> Result<Self, JsonError> {
+    pub(crate) fn new(what: &'static str, json: Value) -> Result<Self, JsonError> {
         match json {
             Value::Object(entries) => Ok(Self { what, entries }),
             _ => Err(JsonError::NotAnObject { what }),
@@ -53,7 +53,7 @@ impl Fields {
         self.entries.shift_remove(key)
     }
 
-    pub(super) fn map<T>(
+    pub(crate) fn map<T>(
         &mut self,
         key: &'static str,
         f: impl FnOnce(Value) -> Result<T, JsonError>,
@@ -61,7 +61,7 @@ impl Fields {
         self.take(key).map(f).transpose().map_err(|e| e.within(key))
     }
 
-    pub(super) fn req_map<T>(
+    pub(crate) fn req_map<T>(
         &mut self,
         key: &'static str,
         f: impl FnOnce(Value) -> Result<T, JsonError>,
@@ -73,7 +73,7 @@ impl Fields {
         f(v).map_err(|e| e.within(key))
     }
 
-    pub(super) fn finish(self) -> Result<(), JsonError> {
+    pub(crate) fn finish(self) -> Result<(), JsonError> {
         match self.entries.keys().next() {
             Some(k) => Err(JsonError::UnknownField {
                 what: self.what,
@@ -84,14 +84,14 @@ impl Fields {
     }
 }
 
-pub(super) fn text(json: Value) -> Result<String, JsonError> {
+pub(crate) fn text(json: Value) -> Result<String, JsonError> {
     match json {
         Value::String(s) => Ok(s),
         _ => Err(JsonError::Expected("a string")),
     }
 }
 
-pub(super) fn parse<T: FromStr>(json: Value) -> Result<T, JsonError>
+pub(crate) fn parse<T: FromStr>(json: Value) -> Result<T, JsonError>
 where
     T::Err: fmt::Display,
 {
@@ -100,7 +100,7 @@ where
         .map_err(|e: T::Err| JsonError::Invalid(e.to_string()))
 }
 
-pub(super) fn uint<T: TryFrom<u64>>(json: Value) -> Result<T, JsonError> {
+pub(crate) fn uint<T: TryFrom<u64>>(json: Value) -> Result<T, JsonError> {
     match json {
         Value::Number(n) => n
             .as_u64()
@@ -110,14 +110,14 @@ pub(super) fn uint<T: TryFrom<u64>>(json: Value) -> Result<T, JsonError> {
     }
 }
 
-pub(super) fn boolean(json: Value) -> Result<bool, JsonError> {
+pub(crate) fn boolean(json: Value) -> Result<bool, JsonError> {
     match json {
         Value::Bool(b) => Ok(b),
         _ => Err(JsonError::Expected("true or false")),
     }
 }
 
-pub(super) fn show<T: fmt::Display>(v: T) -> Value {
+pub(crate) fn show<T: fmt::Display>(v: T) -> Value {
     Value::String(v.to_string())
 }
 
@@ -125,11 +125,11 @@ pub(super) fn show<T: fmt::Display>(v: T) -> Value {
 const HEX: &str = "hex";
 
 /// Digests and keys: always lowercase hex.
-pub(super) fn hex_json(bytes: &[u8]) -> Value {
+pub(crate) fn hex_json(bytes: &[u8]) -> Value {
     Value::String(hex::encode(bytes))
 }
 
-pub(super) fn hex_from(json: Value) -> Result<Vec<u8>, JsonError> {
+pub(crate) fn hex_from(json: Value) -> Result<Vec<u8>, JsonError> {
     let digits = text(json).map_err(|_| JsonError::Expected("a string of lowercase hex"))?;
     hex::decode(&digits).map_err(|e| {
         JsonError::Invalid(format!(
@@ -139,7 +139,7 @@ pub(super) fn hex_from(json: Value) -> Result<Vec<u8>, JsonError> {
 }
 
 /// Opaque content: text when it reads as text, else `{"hex": "..."}`.
-pub(super) fn bytes_json(bytes: &[u8]) -> Value {
+pub(crate) fn bytes_json(bytes: &[u8]) -> Value {
     let readable = |s: &str| {
         !s.chars()
             .any(|c| c.is_control() && !matches!(c, '\t' | '\n' | '\r'))
@@ -154,7 +154,7 @@ fn is_hex_object(json: &Value) -> bool {
     matches!(json, Value::Object(entries) if entries.len() == 1 && entries.contains_key(HEX))
 }
 
-pub(super) fn bytes_from(json: Value) -> Result<Vec<u8>, JsonError> {
+pub(crate) fn bytes_from(json: Value) -> Result<Vec<u8>, JsonError> {
     match json {
         Value::String(s) => Ok(s.into_bytes()),
         json if is_hex_object(&json) => {
@@ -167,14 +167,14 @@ pub(super) fn bytes_from(json: Value) -> Result<Vec<u8>, JsonError> {
 
 /// Bytes that hold a nested payload: shown decoded when they decode and
 /// re-encode to exactly the same bytes, else as plain bytes.
-pub(super) fn nested_json<T: JsonCodec>(bytes: &[u8]) -> Value {
+pub(crate) fn nested_json<T: JsonCodec>(bytes: &[u8]) -> Value {
     match T::decode(bytes) {
         Ok(v) if v.encode() == bytes => v.to_json(),
         _ => bytes_json(bytes),
     }
 }
 
-pub(super) fn nested_from<T: JsonCodec>(json: Value) -> Result<Vec<u8>, JsonError> {
+pub(crate) fn nested_from<T: JsonCodec>(json: Value) -> Result<Vec<u8>, JsonError> {
     match json {
         Value::Object(_) if !is_hex_object(&json) => T::from_json(json).map(|v| v.encode()),
         _ => bytes_from(json),
