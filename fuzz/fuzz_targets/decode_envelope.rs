@@ -1,22 +1,25 @@
 //! Decoding hostile bytes never panics, and whatever decodes re-encodes to
 //! bytes that decode to the same value: as an envelope, and as every capsule
-//! (each reads the same bytes). The body readers (`validate` leaves bodies
-//! alone) see the same hostile bytes.
+//! (each reads the same bytes), and its JSON view, as text, reads back to
+//! the same bytes. The body readers (`validate` leaves bodies alone) see
+//! the same hostile bytes.
 
 #![no_main]
 
 use std::fmt::Debug;
 
+use agdx_wire::json::JsonCodec;
 use agdx_wire::{
     AgentCard, AgentEnvelope, AgentPresence, BodyRef, DeadLetter, ErrorBody, FoldSnapshot, Kind,
-    SIGNING_DOMAIN, Signature, SignatureContext, TokenUsage, WirePayload, signing_input,
+    SIGNING_DOMAIN, Signature, SignatureContext, TokenUsage, signing_input,
 };
 use libfuzzer_sys::fuzz_target;
 
 /// Decoded as `T` and re-encoded, the bytes decode to the same value, which
-/// re-encodes to the same bytes (the encoding is canonical); the value and
-/// its encoding, when the data decodes.
-fn round_trip<T: WirePayload + PartialEq + Debug>(data: &[u8]) -> Option<(T, Vec<u8>)> {
+/// re-encodes to the same bytes (the encoding is canonical), as does its
+/// JSON view read back from text; the value and its encoding, when the data
+/// decodes.
+fn round_trip<T: JsonCodec + PartialEq + Debug>(data: &[u8]) -> Option<(T, Vec<u8>)> {
     let value = T::decode(data).ok()?;
     let again = value.encode();
     let decoded = T::decode(&again);
@@ -27,6 +30,10 @@ fn round_trip<T: WirePayload + PartialEq + Debug>(data: &[u8]) -> Option<(T, Vec
         "{}",
         T::TYPE_NAME
     );
+    let text = serde_json::to_string(&value.to_json()).expect("the view prints");
+    let read = agdx_wire::json::from_str(&text).expect("the printed view parses");
+    let back = T::from_json(read).unwrap_or_else(|e| panic!("{}: {e}: {text}", T::TYPE_NAME));
+    assert_eq!(back.encode(), again, "{} through JSON: {text}", T::TYPE_NAME);
     let _ = value.validate();
     Some((value, again))
 }

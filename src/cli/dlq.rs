@@ -6,12 +6,12 @@ use clap::{Args, Subcommand};
 
 use agdx::Producer;
 use agdx::replay::{DeadLetterEntry, RedriveOutcome, dead_letters, redrive};
+use agdx::wire::json::JsonCodec;
 use agdx::wire::{AgentId, DeadLetterReason, LogPosition};
 
 use super::context::{Failure, Global, parse_agent, parse_since};
 use super::tail::timestamp;
 use super::view::printable;
-use super::wire::json::JsonCodec;
 
 /// Dead letters: the records workers set aside on agent.dlq, kept verbatim.
 #[derive(Debug, Subcommand)]

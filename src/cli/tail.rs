@@ -7,11 +7,11 @@ use tokio::sync::mpsc;
 
 use agdx::log::{LogError, LogRecord, SharedLog, TopicInfo};
 use agdx::trust::Verifier;
+use agdx::wire::json::{JsonCodec, Map, Value, bytes_to_json};
 use agdx::wire::{AgentEnvelope, ConversationId, DeadLetter, FoldSnapshot, LogPosition};
 
 use super::check::{skipped_failure, warn_skipped};
 use super::context::{Failure, Global};
-use super::wire::json::{Json, JsonCodec};
 
 /// Prints the records of the agent topics as JSON lines: the `agdx wire
 /// decode` form of each record plus its topic, partition, offset and log
@@ -178,7 +178,7 @@ impl Reader {
         if self.conversation.is_some() && conversation != self.conversation {
             return None;
         }
-        if let (Some(verifier), Json::Object(fields)) = (&self.verifier, &mut json)
+        if let (Some(verifier), Value::Object(fields)) = (&self.verifier, &mut json)
             && let Ok(envelope) = AgentEnvelope::decode(&record.payload)
         {
             fields.extend(verdict(verifier, &envelope, record));
@@ -192,31 +192,25 @@ fn verdict(
     verifier: &Verifier,
     envelope: &AgentEnvelope,
     record: &LogRecord,
-) -> Vec<(String, Json)> {
+) -> Map<String, Value> {
+    let mut fields = Map::new();
     match verifier.verify_record(envelope, record) {
-        Ok(verified) => vec![
-            ("verified".to_owned(), Json::Bool(true)),
-            (
-                "signer".to_owned(),
-                Json::Object(vec![
-                    (
-                        "key_id".to_owned(),
-                        Json::String(verified.key_id.to_string()),
-                    ),
-                    (
-                        "principal".to_owned(),
-                        Json::String(verified.principal.to_string()),
-                    ),
-                    ("kind".to_owned(), Json::String(verified.kind.to_string())),
-                ]),
-            ),
-        ],
-        Err(why) => vec![
-            ("verified".to_owned(), Json::Bool(false)),
-            ("signer".to_owned(), Json::Null),
-            ("unverified".to_owned(), Json::String(why.to_string())),
-        ],
+        Ok(verified) => {
+            fields.insert("verified".to_owned(), Value::Bool(true));
+            let signer = serde_json::json!({
+                "key_id": verified.key_id.to_string(),
+                "principal": verified.principal.to_string(),
+                "kind": verified.kind.to_string(),
+            });
+            fields.insert("signer".to_owned(), signer);
+        }
+        Err(why) => {
+            fields.insert("verified".to_owned(), Value::Bool(false));
+            fields.insert("signer".to_owned(), Value::Null);
+            fields.insert("unverified".to_owned(), Value::from(why.to_string()));
+        }
     }
+    fields
 }
 
 /// One record as `tail` prints it: topic, partition, offset and timestamp,
@@ -226,31 +220,29 @@ pub fn record_json(
     position: LogPosition,
     timestamp_micros: u64,
     payload: &[u8],
-) -> (Option<ConversationId>, Json) {
+) -> (Option<ConversationId>, Value) {
     let (conversation, body) = decode(payload);
-    let mut fields = vec![
-        ("topic".to_owned(), Json::String(topic.to_owned())),
-        (
-            "partition".to_owned(),
-            Json::from(u64::from(position.partition)),
-        ),
-        ("offset".to_owned(), Json::from(position.offset)),
-        (
-            "timestamp".to_owned(),
-            Json::String(timestamp(timestamp_micros)),
-        ),
-    ];
+    let mut fields = Map::new();
+    fields.insert("topic".to_owned(), Value::from(topic));
+    fields.insert("partition".to_owned(), Value::from(position.partition));
+    fields.insert("offset".to_owned(), Value::from(position.offset));
+    fields.insert(
+        "timestamp".to_owned(),
+        Value::from(timestamp(timestamp_micros)),
+    );
     match body {
-        Json::Object(entries) => fields.extend(entries),
-        other => fields.push(("record".to_owned(), other)),
+        Value::Object(entries) => fields.extend(entries),
+        other => {
+            fields.insert("record".to_owned(), other);
+        }
     }
-    (conversation, Json::Object(fields))
+    (conversation, Value::Object(fields))
 }
 
 /// The record's JSON view and the conversation it belongs to: an envelope,
 /// a dead letter (its payload's conversation), a fold snapshot, or, when
 /// nothing decodes, the raw bytes and why.
-fn decode(payload: &[u8]) -> (Option<ConversationId>, Json) {
+fn decode(payload: &[u8]) -> (Option<ConversationId>, Value) {
     if let Ok(envelope) = AgentEnvelope::decode(payload) {
         return (Some(envelope.conversation), envelope.to_json());
     }
@@ -260,13 +252,13 @@ fn decode(payload: &[u8]) -> (Option<ConversationId>, Json) {
             .map(|e| e.conversation);
         return (
             conversation,
-            Json::Object(vec![("dead_letter".to_owned(), capsule.to_json())]),
+            serde_json::json!({ "dead_letter": capsule.to_json() }),
         );
     }
     if let Ok(snapshot) = FoldSnapshot::decode(payload) {
         return (
             Some(snapshot.conversation),
-            Json::Object(vec![("fold_snapshot".to_owned(), snapshot.to_json())]),
+            serde_json::json!({ "fold_snapshot": snapshot.to_json() }),
         );
     }
     let reason = AgentEnvelope::decode(payload)
@@ -275,10 +267,7 @@ fn decode(payload: &[u8]) -> (Option<ConversationId>, Json) {
         .unwrap_or_default();
     (
         None,
-        Json::Object(vec![
-            ("undecodable".to_owned(), Json::String(reason)),
-            ("payload".to_owned(), super::wire::json::bytes_json(payload)),
-        ]),
+        serde_json::json!({ "undecodable": reason, "payload": bytes_to_json(payload) }),
     )
 }
 

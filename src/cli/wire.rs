@@ -4,16 +4,14 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use agdx_wire::json::{JsonCodec, Value};
 use agdx_wire::{
     AgentCard, AgentEnvelope, AgentPresence, BodyRef, DeadLetter, ErrorBody, FoldSnapshot,
     Signature, SignatureContext, TokenUsage, WireError,
 };
 use clap::{Subcommand, ValueEnum};
 
-pub(super) mod json;
 mod sign;
-
-use json::{Json, JsonCodec};
 
 use super::context::Global;
 
@@ -140,7 +138,7 @@ pub fn run(cmd: WireCommand, global: &Global) -> ExitCode {
             if let Err(e) = std::io::stdin().read_to_string(&mut input) {
                 return fail(&format!("cannot read standard input: {e}"));
             }
-            let json: Json = match serde_json::from_str(&input) {
+            let json = match agdx_wire::json::from_str(&input) {
                 Ok(j) => j,
                 Err(e) => return fail(&format!("standard input is not JSON: {e}")),
             };
@@ -198,12 +196,12 @@ fn check<T: JsonCodec>(file: &Path) -> Result<(), String> {
     Ok(())
 }
 
-fn decode<T: JsonCodec>(file: &Path) -> Result<Json, String> {
+fn decode<T: JsonCodec>(file: &Path) -> Result<Value, String> {
     let bytes = read(file)?;
     T::decode_valid(&bytes).map(|v| v.to_json()).map_err(reason)
 }
 
-fn encode<T: JsonCodec>(json: Json) -> Result<Vec<u8>, String> {
+fn encode<T: JsonCodec>(json: Value) -> Result<Vec<u8>, String> {
     let value =
         T::from_json(json).map_err(|e| format!("cannot read the {} JSON: {e}", T::TYPE_NAME))?;
     value

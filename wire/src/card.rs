@@ -1,13 +1,20 @@
 //! Agent cards: what an agent offers, published as a `status` `card`.
 
-use crate::cbor::{
-    Item, Reader, Seen, required, write_array, write_map, write_text, write_uint, wrong_type,
-};
+use crate::cbor::{Item, Reader, write_array, write_map, write_text, wrong_type};
 use crate::dictionary::{ContentType, Health};
 use crate::error::DecodeError;
 use crate::metadata::bounded;
 use crate::payload::{Codec, wire_payload};
-use crate::validate::{Problem, Subject, ValidationError, check_text_cap};
+use crate::table::{Cbor, Dict, Text, Uint, wire_struct};
+use crate::validation::{Problem, Subject, ValidationError, check_text_cap};
+#[cfg(feature = "json")]
+use crate::{
+    json::{
+        JsonError, Value,
+        value::{Fields, Obj, parse, text},
+    },
+    table::{Json, JsonObject},
+};
 
 /// Most capabilities one card may list.
 pub const CARD_MAX_CAPABILITIES: usize = 64;
@@ -22,65 +29,65 @@ pub enum ContentRef {
     Schema(String),
 }
 
-/// One skill an agent offers.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct CapabilityDescriptor {
-    /// The skill's id (at most 256 bytes).
-    pub skill_id: String,
-    /// What it takes.
-    pub input: Option<ContentRef>,
-    /// What it returns.
-    pub output: Option<ContentRef>,
-    /// Relative cost class.
-    pub cost_class: Option<u8>,
-    /// Relative latency class.
-    pub latency_class: Option<u8>,
-    /// How many requests it serves at once.
-    pub max_concurrency: Option<u32>,
-    /// How it is doing.
-    pub health: Option<Health>,
-    /// Current load, per mille.
-    pub load: Option<u16>,
+wire_struct! {
+    /// One skill an agent offers.
+    #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+    pub struct CapabilityDescriptor {
+        cbor: "capability",
+        json: "capability",
+        keys: capability_field;
+        /// The skill's id (at most 256 bytes).
+        pub skill_id: String [SKILL_ID = "skill_id", Text, required],
+        /// What it takes.
+        pub input: Option<ContentRef> [INPUT = "input", Content, optional],
+        /// What it returns.
+        pub output: Option<ContentRef> [OUTPUT = "output", Content, optional],
+        /// Relative cost class.
+        pub cost_class: Option<u8> [COST_CLASS = "cost_class", Uint, optional],
+        /// Relative latency class.
+        pub latency_class: Option<u8> [LATENCY_CLASS = "latency_class", Uint, optional],
+        /// How many requests it serves at once.
+        pub max_concurrency: Option<u32> [MAX_CONCURRENCY = "max_concurrency", Uint, optional],
+        /// How it is doing.
+        pub health: Option<Health> [HEALTH = "health", Dict, optional],
+        /// Current load, per mille.
+        pub load: Option<u16> [LOAD = "load", Uint, optional],
+    }
 }
 
-/// An agent's self-description.
-///
-/// ```
-/// use agdx_wire::{AgentCard, CapabilityDescriptor, ContentRef, ContentType};
-/// let card = AgentCard {
-///     name: Some("summarizer".into()),
-///     capabilities: vec![CapabilityDescriptor::new("summarize")
-///         .with_input(ContentRef::ContentType(ContentType::Json))],
-///     ..AgentCard::default()
-/// };
-/// assert_eq!(AgentCard::decode_valid(&card.encode()).unwrap(), card);
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
-pub struct AgentCard {
-    /// Display name (at most 256 bytes).
-    pub name: Option<String>,
-    /// Version (at most 256 bytes).
-    pub version: Option<String>,
-    /// Skills offered (at most 64; omitted on the wire when empty).
-    pub capabilities: Vec<CapabilityDescriptor>,
-    /// How long the card stays true, in microseconds.
-    pub ttl_micros: Option<u64>,
+wire_struct! {
+    /// An agent's self-description.
+    ///
+    /// ```
+    /// use agdx_wire::{AgentCard, CapabilityDescriptor, ContentRef, ContentType};
+    /// let card = AgentCard {
+    ///     name: Some("summarizer".into()),
+    ///     capabilities: vec![CapabilityDescriptor::new("summarize")
+    ///         .with_input(ContentRef::ContentType(ContentType::Json))],
+    ///     ..AgentCard::default()
+    /// };
+    /// assert_eq!(AgentCard::decode_valid(&card.encode()).unwrap(), card);
+    /// ```
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+    pub struct AgentCard {
+        cbor: "agent card",
+        json: "agent card",
+        keys: field;
+        /// Display name (at most 256 bytes).
+        pub name: Option<String> [NAME = "name", Text, optional],
+        /// Version (at most 256 bytes).
+        pub version: Option<String> [VERSION = "version", Text, optional],
+        /// Skills offered (at most 64; omitted on the wire when empty).
+        pub capabilities: Vec<CapabilityDescriptor>
+            [CAPABILITIES = "capabilities", Capabilities, default],
+        /// How long the card stays true, in microseconds.
+        pub ttl_micros: Option<u64> [TTL_MICROS = "ttl_micros", Uint, optional],
+    }
 }
 
+// The keys of a ContentRef's one-entry map.
 const CONTENT_TYPE: &str = "content_type";
 const SCHEMA_ID: &str = "schema_id";
-const SKILL_ID: &str = "skill_id";
-const INPUT: &str = "input";
-const OUTPUT: &str = "output";
-const COST_CLASS: &str = "cost_class";
-const LATENCY_CLASS: &str = "latency_class";
-const MAX_CONCURRENCY: &str = "max_concurrency";
-const HEALTH: &str = "health";
-const LOAD: &str = "load";
-const NAME: &str = "name";
-const VERSION: &str = "version";
-const CAPABILITIES: &str = "capabilities";
-const TTL_MICROS: &str = "ttl_micros";
 
 const CARD: Subject = Subject::Capsule("agent card");
 
@@ -170,102 +177,14 @@ impl CapabilityDescriptor {
 
     fn check(&self) -> Result<(), ValidationError> {
         check_text_cap(Some(&self.skill_id), "skill ids are short names")
-            .map_err(|p| p.at(CARD, SKILL_ID))?;
+            .map_err(|p| p.at(CARD, capability_field::SKILL_ID))?;
         if let Some(input) = &self.input {
-            input.check(INPUT)?;
+            input.check(capability_field::INPUT)?;
         }
         if let Some(output) = &self.output {
-            output.check(OUTPUT)?;
+            output.check(capability_field::OUTPUT)?;
         }
         Ok(())
-    }
-
-    fn write(&self, out: &mut Vec<u8>) {
-        let count = 1
-            + usize::from(self.input.is_some())
-            + usize::from(self.output.is_some())
-            + usize::from(self.cost_class.is_some())
-            + usize::from(self.latency_class.is_some())
-            + usize::from(self.max_concurrency.is_some())
-            + usize::from(self.health.is_some())
-            + usize::from(self.load.is_some());
-        write_map(out, count);
-        write_text(out, SKILL_ID);
-        write_text(out, &self.skill_id);
-        if let Some(v) = &self.input {
-            write_text(out, INPUT);
-            v.write(out);
-        }
-        if let Some(v) = &self.output {
-            write_text(out, OUTPUT);
-            v.write(out);
-        }
-        let classes = [
-            (COST_CLASS, self.cost_class.map(u64::from)),
-            (LATENCY_CLASS, self.latency_class.map(u64::from)),
-            (MAX_CONCURRENCY, self.max_concurrency.map(u64::from)),
-        ];
-        for (key, value) in classes {
-            if let Some(v) = value {
-                write_text(out, key);
-                write_uint(out, v);
-            }
-        }
-        if let Some(h) = self.health {
-            write_text(out, HEALTH);
-            h.write(out);
-        }
-        if let Some(v) = self.load {
-            write_text(out, LOAD);
-            write_uint(out, u64::from(v));
-        }
-    }
-
-    fn read(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        let entries = r.map("capability")?;
-        let mut seen = Seen::default();
-        let mut skill_id = None;
-        let mut c = CapabilityDescriptor::new(String::new());
-        for _ in 0..entries {
-            match r.key()? {
-                SKILL_ID => {
-                    seen.mark(0, SKILL_ID)?;
-                    skill_id = Some(r.text(SKILL_ID)?.to_owned());
-                }
-                INPUT => {
-                    seen.mark(1, INPUT)?;
-                    c.input = Some(ContentRef::read(r, INPUT)?);
-                }
-                OUTPUT => {
-                    seen.mark(2, OUTPUT)?;
-                    c.output = Some(ContentRef::read(r, OUTPUT)?);
-                }
-                COST_CLASS => {
-                    seen.mark(3, COST_CLASS)?;
-                    c.cost_class = Some(r.uint_as(COST_CLASS, "u8")?);
-                }
-                LATENCY_CLASS => {
-                    seen.mark(4, LATENCY_CLASS)?;
-                    c.latency_class = Some(r.uint_as(LATENCY_CLASS, "u8")?);
-                }
-                MAX_CONCURRENCY => {
-                    seen.mark(5, MAX_CONCURRENCY)?;
-                    c.max_concurrency = Some(r.uint_as(MAX_CONCURRENCY, "u32")?);
-                }
-                HEALTH => {
-                    seen.mark(6, HEALTH)?;
-                    c.health = Some(Health::read(r, HEALTH)?);
-                }
-                LOAD => {
-                    seen.mark(7, LOAD)?;
-                    c.load = Some(r.uint_as(LOAD, "u16")?);
-                }
-                _ => r.skip()?,
-            }
-        }
-        r.close();
-        c.skill_id = required(skill_id, SKILL_ID)?;
-        Ok(c)
     }
 }
 
@@ -274,9 +193,9 @@ impl AgentCard {
     /// capabilities; content types named, not coded.
     pub fn validate(&self) -> Result<(), ValidationError> {
         check_text_cap(self.name.as_deref(), "card names are short")
-            .map_err(|p| p.at(CARD, NAME))?;
+            .map_err(|p| p.at(CARD, field::NAME))?;
         check_text_cap(self.version.as_deref(), "versions are short")
-            .map_err(|p| p.at(CARD, VERSION))?;
+            .map_err(|p| p.at(CARD, field::VERSION))?;
         if self.capabilities.len() > CARD_MAX_CAPABILITIES {
             return Err(Problem::too_large(
                 self.capabilities.len(),
@@ -284,7 +203,7 @@ impl AgentCard {
                 "capabilities",
                 "split the agent or publish its most important skills",
             )
-            .at(CARD, CAPABILITIES));
+            .at(CARD, field::CAPABILITIES));
         }
         self.capabilities
             .iter()
@@ -292,79 +211,99 @@ impl AgentCard {
     }
 }
 
-impl Codec for AgentCard {
-    const NAME: &'static str = "agent card";
+/// A capability's `input` or `output`: a one-entry map naming a content
+/// type or a schema id.
+enum Content {}
 
-    fn write(&self, out: &mut Vec<u8>) {
-        let count = usize::from(self.name.is_some())
-            + usize::from(self.version.is_some())
-            + usize::from(!self.capabilities.is_empty())
-            + usize::from(self.ttl_micros.is_some());
-        write_map(out, count);
-        if let Some(v) = &self.name {
-            write_text(out, NAME);
-            write_text(out, v);
+impl Cbor<ContentRef> for Content {
+    fn write(value: &ContentRef, out: &mut Vec<u8>) {
+        value.write(out);
+    }
+    fn read(r: &mut Reader<'_>, field: &'static str) -> Result<ContentRef, DecodeError> {
+        ContentRef::read(r, field)
+    }
+}
+
+#[cfg(feature = "json")]
+impl Json<ContentRef> for Content {
+    fn to_json(value: &ContentRef) -> Value {
+        let object = Obj::default();
+        match value {
+            ContentRef::ContentType(ct) => object.put(CONTENT_TYPE, ct.name()),
+            ContentRef::Schema(id) => object.put(SCHEMA_ID, id.as_str()),
         }
-        if let Some(v) = &self.version {
-            write_text(out, VERSION);
-            write_text(out, v);
-        }
-        if !self.capabilities.is_empty() {
-            write_text(out, CAPABILITIES);
-            write_array(out, self.capabilities.len());
-            for c in &self.capabilities {
-                c.write(out);
+        .done()
+    }
+
+    fn from_json(json: Value) -> Result<ContentRef, JsonError> {
+        let mut f = Fields::new("content ref", json)?;
+        let r = match (
+            f.map(CONTENT_TYPE, parse::<ContentType>)?,
+            f.map(SCHEMA_ID, text)?,
+        ) {
+            (Some(ct), None) => ContentRef::ContentType(ct),
+            (None, Some(id)) => ContentRef::Schema(id),
+            _ => {
+                return Err(JsonError::Invalid(
+                    "a content ref is {\"content_type\": NAME} or {\"schema_id\": TEXT}".into(),
+                ));
             }
-        }
-        if let Some(v) = self.ttl_micros {
-            write_text(out, TTL_MICROS);
-            write_uint(out, v);
+        };
+        f.finish()?;
+        Ok(r)
+    }
+}
+
+/// A card's capabilities: an array of capability maps, each one's errors
+/// placed in the field.
+enum Capabilities {}
+
+impl Cbor<Vec<CapabilityDescriptor>> for Capabilities {
+    fn write(value: &Vec<CapabilityDescriptor>, out: &mut Vec<u8>) {
+        write_array(out, value.len());
+        for c in value {
+            c.write(out);
         }
     }
 
-    fn read(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        let entries = r.map(Self::NAME)?;
-        let mut seen = Seen::default();
-        let mut card = AgentCard::default();
-        for _ in 0..entries {
-            match r.key()? {
-                NAME => {
-                    seen.mark(0, NAME)?;
-                    card.name = Some(r.text(NAME)?.to_owned());
-                }
-                VERSION => {
-                    seen.mark(1, VERSION)?;
-                    card.version = Some(r.text(VERSION)?.to_owned());
-                }
-                CAPABILITIES => {
-                    seen.mark(2, CAPABILITIES)?;
-                    let n = match r.item()? {
-                        Item::Array(n) => n,
-                        other => return Err(wrong_type(CAPABILITIES, "an array", &other)),
-                    };
-                    r.open()?;
-                    let mut list = Vec::with_capacity(bounded(n, r.remaining()));
-                    for _ in 0..n {
-                        list.push(
-                            CapabilityDescriptor::read(r).map_err(|e| e.within(CAPABILITIES))?,
-                        );
-                    }
-                    r.close();
-                    card.capabilities = list;
-                }
-                TTL_MICROS => {
-                    seen.mark(3, TTL_MICROS)?;
-                    card.ttl_micros = Some(r.uint(TTL_MICROS)?);
-                }
-                _ => r.skip()?,
-            }
+    fn read(
+        r: &mut Reader<'_>,
+        field: &'static str,
+    ) -> Result<Vec<CapabilityDescriptor>, DecodeError> {
+        let n = match r.item()? {
+            Item::Array(n) => n,
+            other => return Err(wrong_type(field, "an array", &other)),
+        };
+        r.open()?;
+        let mut list = Vec::with_capacity(bounded(n, r.remaining()));
+        for _ in 0..n {
+            list.push(CapabilityDescriptor::read(r).map_err(|e| e.within(field))?);
         }
         r.close();
-        Ok(card)
+        Ok(list)
+    }
+}
+
+#[cfg(feature = "json")]
+impl Json<Vec<CapabilityDescriptor>> for Capabilities {
+    fn to_json(value: &Vec<CapabilityDescriptor>) -> Value {
+        Value::Array(value.iter().map(JsonObject::to_json_object).collect())
+    }
+
+    fn from_json(json: Value) -> Result<Vec<CapabilityDescriptor>, JsonError> {
+        match json {
+            Value::Array(items) => items
+                .into_iter()
+                .map(CapabilityDescriptor::from_json_object)
+                .collect(),
+            _ => Err(JsonError::Expected("an array")),
+        }
     }
 }
 
 wire_payload!(AgentCard, "card");
+#[cfg(feature = "json")]
+crate::table::json_payload!(AgentCard);
 
 #[cfg(test)]
 mod tests {

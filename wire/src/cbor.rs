@@ -326,21 +326,6 @@ pub(crate) fn decode_exact<T>(
     }
 }
 
-/// Tracks which known keys of one map were already read.
-#[derive(Default)]
-pub(crate) struct Seen(u32);
-
-impl Seen {
-    pub(crate) fn mark(&mut self, bit: u32, field: &'static str) -> Result<(), DecodeError> {
-        let mask = 1u32 << bit;
-        if self.0 & mask != 0 {
-            return Err(DecodeError::DuplicateKey { field });
-        }
-        self.0 |= mask;
-        Ok(())
-    }
-}
-
 /// Unwraps a required field after its map was read.
 pub(crate) fn required<T>(value: Option<T>, field: &'static str) -> Result<T, DecodeError> {
     value.ok_or(DecodeError::MissingField { field })

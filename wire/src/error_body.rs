@@ -1,37 +1,36 @@
 //! The body of an `error` envelope.
 
-use crate::cbor::{Reader, Seen, required, write_bool, write_map, write_text};
 use crate::dictionary::ErrorCode;
-use crate::error::DecodeError;
 use crate::metadata::Metadata;
-use crate::payload::{Codec, wire_payload};
-use crate::validate::ValidationError;
+use crate::payload::wire_payload;
+use crate::table::{Bool, Dict, Meta, Text, wire_struct};
+use crate::validation::ValidationError;
 
-/// Why a request failed. `retryable` is always written.
-///
-/// ```
-/// use agdx_wire::{ErrorBody, ErrorCode};
-/// let body = ErrorBody::new(ErrorCode::DeadlineExceeded)
-///     .with_message("search timed out")
-///     .retryable(true);
-/// assert_eq!(ErrorBody::decode_valid(&body.encode()).unwrap(), body);
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct ErrorBody {
-    /// What kind of failure.
-    pub code: ErrorCode,
-    /// A message for people.
-    pub message: Option<String>,
-    /// Whether the same request may succeed if sent again.
-    pub retryable: bool,
-    /// Structured detail.
-    pub detail: Option<Metadata>,
+wire_struct! {
+    /// Why a request failed. `retryable` is always written.
+    ///
+    /// ```
+    /// use agdx_wire::{ErrorBody, ErrorCode};
+    /// let body = ErrorBody::new(ErrorCode::DeadlineExceeded)
+    ///     .with_message("search timed out")
+    ///     .retryable(true);
+    /// assert_eq!(ErrorBody::decode_valid(&body.encode()).unwrap(), body);
+    /// ```
+    #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+    pub struct ErrorBody {
+        cbor: "error body",
+        json: "error body",
+        keys: field;
+        /// What kind of failure.
+        pub code: ErrorCode [CODE = "code", Dict, required],
+        /// A message for people.
+        pub message: Option<String> [MESSAGE = "message", Text, optional],
+        /// Whether the same request may succeed if sent again.
+        pub retryable: bool [RETRYABLE = "retryable", Bool, always],
+        /// Structured detail.
+        pub detail: Option<Metadata> [DETAIL = "detail", Meta, optional],
+    }
 }
-
-const CODE: &str = "code";
-const MESSAGE: &str = "message";
-const RETRYABLE: &str = "retryable";
-const DETAIL: &str = "detail";
 
 impl ErrorBody {
     /// A non-retryable error with only a code.
@@ -69,61 +68,6 @@ impl ErrorBody {
     }
 }
 
-impl Codec for ErrorBody {
-    const NAME: &'static str = "error body";
-
-    fn write(&self, out: &mut Vec<u8>) {
-        write_map(
-            out,
-            2 + usize::from(self.message.is_some()) + usize::from(self.detail.is_some()),
-        );
-        write_text(out, CODE);
-        self.code.write(out);
-        if let Some(m) = &self.message {
-            write_text(out, MESSAGE);
-            write_text(out, m);
-        }
-        write_text(out, RETRYABLE);
-        write_bool(out, self.retryable);
-        if let Some(d) = &self.detail {
-            write_text(out, DETAIL);
-            d.write(out);
-        }
-    }
-
-    fn read(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        let entries = r.map(Self::NAME)?;
-        let mut seen = Seen::default();
-        let (mut code, mut message, mut retryable, mut detail) = (None, None, false, None);
-        for _ in 0..entries {
-            match r.key()? {
-                CODE => {
-                    seen.mark(0, CODE)?;
-                    code = Some(ErrorCode::read(r, CODE)?);
-                }
-                MESSAGE => {
-                    seen.mark(1, MESSAGE)?;
-                    message = Some(r.text(MESSAGE)?.to_owned());
-                }
-                RETRYABLE => {
-                    seen.mark(2, RETRYABLE)?;
-                    retryable = r.bool(RETRYABLE)?;
-                }
-                DETAIL => {
-                    seen.mark(3, DETAIL)?;
-                    detail = Some(Metadata::read(r, DETAIL)?);
-                }
-                _ => r.skip()?,
-            }
-        }
-        r.close();
-        Ok(ErrorBody {
-            code: required(code, CODE)?,
-            message,
-            retryable,
-            detail,
-        })
-    }
-}
-
 wire_payload!(ErrorBody, "error-body");
+#[cfg(feature = "json")]
+crate::table::json_payload!(ErrorBody);

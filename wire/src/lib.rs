@@ -24,6 +24,22 @@
 //! assert_eq!(conversation.to_string(), "01J0Y1ZAG00000000000000002");
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! # Layers
+//!
+//! Modules only reach down, never in a circle (`tests/module_layers.rs`
+//! checks it):
+//! - at the bottom, the building blocks: `cbor` (the CBOR subset), `error`
+//!   (decode errors), ids, kinds, dictionaries, metadata, `validation`, the
+//!   vocabulary of broken rules every payload's `validate` speaks, and
+//!   (feature `json`) the JSON primitives of `json`;
+//! - `table`, on them: `wire_struct!`, which declares each struct-like
+//!   payload once, its keys, CBOR codec and JSON view together;
+//! - above it, the payloads: the capsules and `envelope`, each one
+//!   declaration;
+//! - beside the envelope, `matrix`, its validity matrix, which reads the
+//!   envelope (the envelope never calls into it); then the constructors
+//!   (`build`), the status bodies, the record headers and the signing input.
 
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
@@ -40,7 +56,10 @@ mod error;
 mod error_body;
 mod header;
 mod id;
+#[cfg(feature = "json")]
+pub mod json;
 mod kind;
+mod matrix;
 mod metadata;
 mod operation;
 mod payload;
@@ -50,8 +69,9 @@ mod signature;
 mod signing;
 mod snapshot;
 mod status_body;
+mod table;
 mod usage;
-mod validate;
+mod validation;
 
 pub use agent_id::{
     AGENT_ID_MAX_LEN, AgentId, AgentIdError, IDEMPOTENCY_KEY_MAX_LEN, IdempotencyKey,
@@ -95,4 +115,4 @@ pub use signing::{SIGNING_DOMAIN, signing_input};
 pub use snapshot::FoldSnapshot;
 pub use status_body::{ControlFact, StatusBodyError};
 pub use usage::TokenUsage;
-pub use validate::{Reason, Subject, TEXT_FIELD_MAX_LEN, ValidationError};
+pub use validation::{Reason, Subject, TEXT_FIELD_MAX_LEN, ValidationError};

@@ -9,7 +9,7 @@ use crate::cbor::{
     write_null, write_text, write_uint,
 };
 use crate::error::DecodeError;
-use crate::validate::Problem;
+use crate::validation::Problem;
 
 /// Most entries a metadata map may hold.
 pub const METADATA_MAX_ENTRIES: usize = 32;

@@ -2,7 +2,7 @@
 
 use crate::cbor::{Reader, decode_exact};
 use crate::error::DecodeError;
-use crate::validate::ValidationError;
+use crate::validation::ValidationError;
 
 /// Why bytes were not accepted as a valid payload.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -1,7 +1,7 @@
 //! The bytes a signature covers. The wire crate stays crypto-free: the
 //! runtime signs and verifies these bytes.
 
-use crate::envelope::AgentEnvelope;
+use crate::envelope::{AgentEnvelope, field};
 use crate::payload::Codec;
 
 /// The domain-separation prefix of every signing input.
@@ -33,6 +33,6 @@ pub fn signing_input(envelope: &AgentEnvelope) -> Vec<u8> {
     if let Some(context) = envelope.signature.as_ref().and_then(|s| s.context.as_ref()) {
         context.write(&mut out);
     }
-    envelope.write_envelope(&mut out, false);
+    envelope.write_fields(&mut out, |key| key != field::SIGNATURE);
     out
 }

@@ -2,29 +2,30 @@
 
 use std::collections::BTreeMap;
 
-use crate::cbor::{
-    Item, Reader, Seen, required, write_bytes, write_map, write_text, write_uint, wrong_type,
-};
+use crate::cbor::{Item, Reader, write_map, write_uint, wrong_type};
 use crate::error::DecodeError;
 use crate::id::ConversationId;
-use crate::payload::{Codec, wire_payload};
-use crate::validate::ValidationError;
+use crate::payload::wire_payload;
+use crate::table::{Cbor, Opaque, Shown, wire_struct};
+use crate::validation::ValidationError;
 
-/// A view folded over one conversation, with the last offset folded per
-/// partition (inclusive: resume at offset + 1).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct FoldSnapshot {
-    /// The conversation folded.
-    pub conversation: ConversationId,
-    /// Partition → last folded offset. Written in ascending partition order.
-    pub as_of: BTreeMap<u32, u64>,
-    /// The folded state, opaque to the wire.
-    pub state: Vec<u8>,
+wire_struct! {
+    /// A view folded over one conversation, with the last offset folded per
+    /// partition (inclusive: resume at offset + 1).
+    #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+    pub struct FoldSnapshot {
+        cbor: "fold snapshot",
+        json: "fold snapshot",
+        keys: field,
+        size_hint: |s| 64 + 14 * s.as_of.len() + s.state.len();
+        /// The conversation folded.
+        pub conversation: ConversationId [CONVERSATION = "conversation", Shown, required],
+        /// Partition → last folded offset. Written in ascending partition order.
+        pub as_of: BTreeMap<u32, u64> [AS_OF = "as_of", PartitionOffsets, required],
+        /// The folded state, opaque to the wire.
+        pub state: Vec<u8> [STATE = "state", Opaque, required],
+    }
 }
-
-const CONVERSATION: &str = "conversation";
-const AS_OF: &str = "as_of";
-const STATE: &str = "state";
 
 impl FoldSnapshot {
     /// A fold snapshot has no rules beyond its shape; always `Ok`.
@@ -38,80 +39,69 @@ impl FoldSnapshot {
     }
 }
 
-impl Codec for FoldSnapshot {
-    const NAME: &'static str = "fold snapshot";
+/// Partition → offset: a map with unsigned integer keys in CBOR (each
+/// partition once), an object keyed by the partition's decimal text in JSON.
+enum PartitionOffsets {}
 
-    fn size_hint(&self) -> usize {
-        64 + 14 * self.as_of.len() + self.state.len()
-    }
-
-    fn write(&self, out: &mut Vec<u8>) {
-        write_map(out, 3);
-        write_text(out, CONVERSATION);
-        self.conversation.write(out);
-        write_text(out, AS_OF);
-        write_map(out, self.as_of.len());
-        for (partition, offset) in &self.as_of {
+impl Cbor<BTreeMap<u32, u64>> for PartitionOffsets {
+    fn write(value: &BTreeMap<u32, u64>, out: &mut Vec<u8>) {
+        write_map(out, value.len());
+        for (partition, offset) in value {
             write_uint(out, u64::from(*partition));
             write_uint(out, *offset);
         }
-        write_text(out, STATE);
-        write_bytes(out, &self.state);
     }
 
-    fn read(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        let entries = r.map(Self::NAME)?;
-        let mut seen = Seen::default();
-        let (mut conversation, mut as_of, mut state) = (None, None, None);
-        for _ in 0..entries {
-            match r.key()? {
-                CONVERSATION => {
-                    seen.mark(0, CONVERSATION)?;
-                    conversation = Some(ConversationId::read(r, CONVERSATION)?);
-                }
-                AS_OF => {
-                    seen.mark(1, AS_OF)?;
-                    let n = r.map(AS_OF)?;
-                    let mut map = BTreeMap::new();
-                    for _ in 0..n {
-                        let partition = match r.item()? {
-                            Item::Uint(p) => {
-                                u32::try_from(p).map_err(|_| DecodeError::OutOfRange {
-                                    field: AS_OF,
-                                    value: p,
-                                    type_name: "u32",
-                                })?
-                            }
-                            other => {
-                                return Err(wrong_type(
-                                    AS_OF,
-                                    "a map of partition numbers",
-                                    &other,
-                                ));
-                            }
-                        };
-                        let offset = r.uint(AS_OF)?;
-                        if map.insert(partition, offset).is_some() {
-                            return Err(DecodeError::DuplicateKey { field: AS_OF });
-                        }
-                    }
-                    r.close();
-                    as_of = Some(map);
-                }
-                STATE => {
-                    seen.mark(2, STATE)?;
-                    state = Some(r.bytes(STATE)?.to_vec());
-                }
-                _ => r.skip()?,
+    fn read(r: &mut Reader<'_>, field: &'static str) -> Result<BTreeMap<u32, u64>, DecodeError> {
+        let n = r.map(field)?;
+        let mut map = BTreeMap::new();
+        for _ in 0..n {
+            let partition = match r.item()? {
+                Item::Uint(p) => u32::try_from(p).map_err(|_| DecodeError::OutOfRange {
+                    field,
+                    value: p,
+                    type_name: "u32",
+                })?,
+                other => return Err(wrong_type(field, "a map of partition numbers", &other)),
+            };
+            let offset = r.uint(field)?;
+            if map.insert(partition, offset).is_some() {
+                return Err(DecodeError::DuplicateKey { field });
             }
         }
         r.close();
-        Ok(FoldSnapshot {
-            conversation: required(conversation, CONVERSATION)?,
-            as_of: required(as_of, AS_OF)?,
-            state: required(state, STATE)?,
-        })
+        Ok(map)
+    }
+}
+
+#[cfg(feature = "json")]
+impl crate::table::Json<BTreeMap<u32, u64>> for PartitionOffsets {
+    fn to_json(value: &BTreeMap<u32, u64>) -> crate::json::Value {
+        crate::json::Value::Object(
+            value
+                .iter()
+                .map(|(p, o)| (p.to_string(), crate::json::Value::from(*o)))
+                .collect(),
+        )
+    }
+
+    fn from_json(json: crate::json::Value) -> Result<BTreeMap<u32, u64>, crate::json::JsonError> {
+        use crate::json::JsonError;
+        match json {
+            crate::json::Value::Object(entries) => entries
+                .into_iter()
+                .map(|(p, o)| {
+                    let partition = p
+                        .parse::<u32>()
+                        .map_err(|_| JsonError::Invalid(format!("partition {p:?} is not a u32")))?;
+                    Ok((partition, crate::json::value::uint(o)?))
+                })
+                .collect(),
+            _ => Err(JsonError::Expected("an object of partition -> offset")),
+        }
     }
 }
 
 wire_payload!(FoldSnapshot, "fold-snapshot");
+#[cfg(feature = "json")]
+crate::table::json_payload!(FoldSnapshot);

@@ -1,164 +1,20 @@
-//! Validation errors and the envelope validity matrix.
-
-use std::fmt;
+//! The envelope validity matrix: which fields each kind requires, allows
+//! or forbids, and the rules that depend on another field. It sits beside
+//! the envelope: it reads the envelope, the envelope never calls into it.
 
 use crate::envelope::{AgentEnvelope, field};
 use crate::kind::Kind;
 use crate::operation::{StatusOperation, StreamPurpose};
+use crate::validation::{Problem, Reason, Subject, ValidationError, check_text_cap};
 
-/// Longest `operation`, `tool` and `finish_reason`, in bytes.
-pub const TEXT_FIELD_MAX_LEN: usize = 256;
-
-/// What a validation error is about.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Subject {
-    /// An envelope of this kind.
-    Envelope(Kind),
-    /// A capsule, by its readable name (`"error body"`, `"agent card"`, ...).
-    Capsule(&'static str),
-}
-
-impl fmt::Display for Subject {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Subject::Envelope(kind) => write!(f, "{kind} envelope"),
-            Subject::Capsule(name) => f.write_str(name),
-        }
-    }
-}
-
-/// Why a field broke a rule.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Reason {
-    /// Required here but absent.
-    Missing,
-    /// Present but not allowed here.
-    Forbidden,
-    /// Over its cap.
-    TooLarge {
-        /// The measured size.
-        actual: usize,
-        /// The cap.
-        limit: usize,
-        /// What is counted (`"bytes"`, `"entries"`, ...).
-        unit: &'static str,
-    },
-    /// Present, but the value is not allowed.
-    InvalidValue(String),
-}
-
-/// A payload that decoded but breaks a rule of the contract. Names the
-/// subject (envelope kind or capsule), the field and the reason, and says
-/// what to do about it.
-///
-/// ```
-/// use agdx_wire::{AgentEnvelope, AgentId, ConversationId, Kind, Reason, RecordId};
-/// let mut cmd = AgentEnvelope::event(
-///     RecordId::from_u128(1),
-///     ConversationId::from_u128(2),
-///     AgentId::new("planner").unwrap(),
-///     b"x".to_vec(),
-/// );
-/// cmd.kind = Kind::Command;
-/// let err = cmd.validate().unwrap_err();
-/// assert_eq!((err.field, &err.reason), ("correlation", &Reason::Missing));
-/// assert!(err.to_string().starts_with("command envelope is missing `correlation`: "));
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ValidationError {
-    /// What is invalid.
-    pub subject: Subject,
-    /// The offending field.
-    pub field: &'static str,
-    /// Why.
-    pub reason: Reason,
-    /// What the rule is for and how to comply; may be empty.
-    pub hint: &'static str,
-}
-
-impl fmt::Display for ValidationError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let (subject, field) = (self.subject, self.field);
-        match &self.reason {
-            Reason::Missing => write!(f, "{subject} is missing `{field}`")?,
-            Reason::Forbidden => write!(f, "{subject} must not carry `{field}`")?,
-            Reason::TooLarge {
-                actual,
-                limit,
-                unit,
-            } => write!(
-                f,
-                "{subject} has a `{field}` that is too large: {actual} {unit}, the cap is {limit}"
-            )?,
-            Reason::InvalidValue(detail) => {
-                write!(f, "{subject} has an invalid `{field}`: {detail}")?
-            }
-        }
-        if !self.hint.is_empty() {
-            let sep = if matches!(self.reason, Reason::Missing | Reason::Forbidden) {
-                ": "
-            } else {
-                "; "
-            };
-            write!(f, "{sep}{}", self.hint)?;
-        }
-        Ok(())
-    }
-}
-
-impl std::error::Error for ValidationError {}
-
-/// A broken rule before it is placed on a subject and field.
-#[derive(Debug, Clone)]
-pub(crate) struct Problem {
-    reason: Reason,
-    hint: &'static str,
-}
-
-impl Problem {
-    pub(crate) fn invalid(detail: impl Into<String>, hint: &'static str) -> Self {
-        Self {
-            reason: Reason::InvalidValue(detail.into()),
-            hint,
-        }
-    }
-
-    pub(crate) fn too_large(
-        actual: usize,
-        limit: usize,
-        unit: &'static str,
-        hint: &'static str,
-    ) -> Self {
-        Self {
-            reason: Reason::TooLarge {
-                actual,
-                limit,
-                unit,
-            },
-            hint,
-        }
-    }
-
-    pub(crate) fn at(self, subject: Subject, field: &'static str) -> ValidationError {
-        ValidationError {
-            subject,
-            field,
-            reason: self.reason,
-            hint: self.hint,
-        }
-    }
-}
-
-/// Checks a text field against the 256-byte cap.
-pub(crate) fn check_text_cap(value: Option<&str>, hint: &'static str) -> Result<(), Problem> {
-    match value {
-        Some(v) if v.len() > TEXT_FIELD_MAX_LEN => Err(Problem::too_large(
-            v.len(),
-            TEXT_FIELD_MAX_LEN,
-            "bytes",
-            hint,
-        )),
-        _ => Ok(()),
+impl AgentEnvelope {
+    /// Checks the validity matrix, the closed operation vocabularies and
+    /// every cap of the contract, no more: a body is checked for presence
+    /// only (never for its content), and metadata values only against the
+    /// caps. Read conventional bodies with [`card_body`](Self::card_body),
+    /// [`control_fact`](Self::control_fact) or `ErrorBody::decode_valid`.
+    pub fn validate(&self) -> Result<(), ValidationError> {
+        validate_envelope(self)
     }
 }
 
@@ -193,7 +49,7 @@ impl Rules<'_> {
 /// first, in declaration order; rules that depend on another field (sequence
 /// 0, `last`, status operation, stream terminal) run after, so an error
 /// always names the root cause.
-pub(crate) fn validate_envelope(env: &AgentEnvelope) -> Result<(), ValidationError> {
+fn validate_envelope(env: &AgentEnvelope) -> Result<(), ValidationError> {
     let r = Rules { env };
     presence_and_caps(&r)?;
     match env.kind {
