@@ -176,3 +176,19 @@ fn json_names_are_the_cbor_keys_in_order() {
         assert_eq!(json, cbor_keys(&bytes), "{}", cols[0]);
     }
 }
+
+/// Every finite float prints as the shortest decimal that reads back as the
+/// same bits; a parser that rounds that decimal to a neighbour changes the
+/// bytes of the payload (found by fuzzing).
+#[test]
+fn metadata_floats_read_back_to_their_bits() {
+    let tricky = f64::from_bits(0x3fb9_9999_9989_999a);
+    let event = AgentEnvelope::event(
+        RecordId::from_u128(1),
+        ConversationId::from_u128(2),
+        AgentId::new("ledger").expect("an agent id"),
+        b"x".to_vec(),
+    )
+    .with_metadata(Metadata::new().with("ratio", tricky));
+    through_json::<AgentEnvelope>(&event.encode(), "a float a fast parser misrounds");
+}
