@@ -26,6 +26,14 @@ use log::{LogBenchOptions, run_log_bench};
 use pipeline::{PipelineBenchOptions, run_pipeline_bench};
 use plain::PlainIggyTarget;
 
+/// A stream no earlier run used, so a bench never reads another's records.
+fn fresh_stream(bench: &str) -> String {
+    format!(
+        "bench-{bench}-{}",
+        ulid::Ulid::new().to_string().to_lowercase()
+    )
+}
+
 /// Benchmarks. Each runs in a new stream named `bench-...` (or
 /// `agdx-bench-...`) of the chosen log and leaves the agent topics alone.
 #[derive(Debug, Subcommand)]

@@ -282,7 +282,7 @@ pub async fn run_ask_bench(
     }
     let timed = Arc::new(TimedLog::new(log.clone()));
     let shared: SharedLog = timed.clone();
-    let stream = format!("bench-ask-{}", ulid::Ulid::new().to_string().to_lowercase());
+    let stream = super::fresh_stream("ask");
     let topology = TopologyConfig::new(stream.clone())
         .with_partitions(options.partitions)
         .ensure(shared.as_ref())

@@ -137,10 +137,7 @@ pub async fn run_ax_ipc_bench(
             "--concurrency and --requests must be at least 1".into(),
         ));
     }
-    let stream = format!(
-        "bench-ax-ipc-{}",
-        ulid::Ulid::new().to_string().to_lowercase()
-    );
+    let stream = super::fresh_stream("ax-ipc");
     let topology = TopologyConfig::new(stream)
         .with_partitions(options.partitions)
         .ensure(log.as_ref())

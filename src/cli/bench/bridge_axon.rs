@@ -141,10 +141,7 @@ pub async fn run_bridge_axon_bench(
             "--concurrency, --requests and --rounds must be at least 1".into(),
         ));
     }
-    let stream = format!(
-        "bench-bridge-axon-{}",
-        ulid::Ulid::new().to_string().to_lowercase()
-    );
+    let stream = super::fresh_stream("bridge-axon");
     let topology = TopologyConfig::new(stream)
         .with_partitions(options.partitions)
         .ensure(log.as_ref())

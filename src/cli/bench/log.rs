@@ -384,7 +384,7 @@ pub async fn run_log_bench(
     let stream = opts
         .stream
         .clone()
-        .unwrap_or_else(|| format!("bench-log-{}", ulid::Ulid::new().to_string().to_lowercase()));
+        .unwrap_or_else(|| super::fresh_stream("log"));
     let topic = log.ensure_topic(&stream, "bench", opts.partitions).await?;
     let ours = Side::Ours {
         log: &log,

@@ -283,10 +283,7 @@ pub async fn run_pipeline_bench(
             "--commands, --size and --batch must be at least 1".into(),
         ));
     }
-    let stream = format!(
-        "bench-pipeline-{}",
-        ulid::Ulid::new().to_string().to_lowercase()
-    );
+    let stream = super::fresh_stream("pipeline");
     let topology = TopologyConfig::new(stream)
         .with_partitions(options.partitions)
         .ensure(log.as_ref())
