@@ -53,6 +53,7 @@ mod log_embedded;
 mod log_embedded_damage;
 mod log_iggy;
 mod log_kafka;
+mod netns_partition;
 mod prepared_batches;
 mod quarantine;
 mod replay_busy_log;

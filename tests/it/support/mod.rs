@@ -18,6 +18,7 @@ pub mod fabric;
 pub mod iggy;
 pub mod ioa;
 pub mod kafka;
+pub mod netns;
 pub mod postgres;
 pub mod trust;
 
