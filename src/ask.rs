@@ -8,6 +8,10 @@
 //! [`StreamAssembler`]); later replies for the same correlation (a worker
 //! that crashed after replying publishes again) are ignored.
 //!
+//! A reply carrying a fence token (`agdx.fence`) whose partition a newer
+//! holder has claimed since is ignored ([`crate::Fences`]): a worker that
+//! lost its partition while paused cannot answer for its successor.
+//!
 //! One reader per reply partition serves every waiter on it, and stops once
 //! nobody has waited there for [`READER_LINGER`], so an idle requester reads
 //! nothing; the next ask starts a reader again at the tail. The linger keeps
@@ -49,6 +53,7 @@ use tracing::Instrument;
 use crate::cards::{WorkerSeen, worker_seen};
 use crate::claim_check::{ClaimCheckError, resolve_body};
 use crate::clock::{SharedClock, system_clock};
+use crate::fence::{Fences, fence_of};
 use crate::log::{DEFAULT_POLL_WAIT, LogError, SharedLog, TopicInfo};
 use crate::producer::{CommandRequest, ProduceError, Producer, Sent};
 use crate::reassembly::{StreamAssembler, StreamCounters, StreamEnd, StreamEvent, error_of};
@@ -167,8 +172,8 @@ pub struct Reply {
     pub position: LogPosition,
     /// When the log accepted the reply, epoch microseconds (server clock).
     pub timestamp_micros: u64,
-    /// The body's codec (`agdx.ct`); `raw` for a claim-checked body, whose
-    /// own codec the BodyRef does not name.
+    /// The body's codec (`agdx.ct`); for a claim-checked body, the codec
+    /// its sender named in the `agdx.ref.ct` metadata (`raw` when none).
     pub content_type: ContentType,
     /// The body, fetched and verified when it was claim-checked.
     pub body: Vec<u8>,
@@ -252,6 +257,7 @@ pub struct Requester {
     unverified: Arc<AtomicU64>,
     waiters: Arc<Waiters>,
     readers: Arc<Readers>,
+    fences: Arc<Fences>,
 }
 
 impl Drop for Requester {
@@ -269,7 +275,12 @@ impl Drop for Requester {
 impl Requester {
     /// A requester sending through `producer` (its source is the asker).
     pub fn new(producer: Producer) -> Self {
+        let fences = Fences::new(
+            producer.log().clone(),
+            producer.topology().snapshots.clone(),
+        );
         Self {
+            fences,
             producer,
             clock: system_clock(),
             verifier: None,
@@ -352,6 +363,8 @@ impl Requester {
             verifier: self.verifier.clone(),
             unverified: 0,
             unverified_total: self.unverified.clone(),
+            fences: self.fences.clone(),
+            fenced: 0,
             stream: None,
             ended: false,
             pending: Vec::new(),
@@ -574,6 +587,8 @@ pub struct ReplyWatch {
     verifier: Option<Verifier>,
     unverified: u64,
     unverified_total: Arc<AtomicU64>,
+    fences: Arc<Fences>,
+    fenced: u64,
     stream: Option<StreamAssembler>,
     ended: bool,
     pending: Vec<ReplyEvent>,
@@ -588,6 +603,12 @@ impl ReplyWatch {
     /// Replies to this command ignored because they did not verify.
     pub fn unverified(&self) -> u64 {
         self.unverified
+    }
+
+    /// Replies to this command ignored because a newer holder of the
+    /// answering partition had fenced their writer.
+    pub fn fenced(&self) -> u64 {
+        self.fenced
     }
 
     /// The reply stream's counters, once a stream was seen.
@@ -686,6 +707,15 @@ impl ReplyWatch {
             tracing::info!(position = %record.position, %why, "ignoring a reply that does not verify");
             return Ok(());
         }
+        // A holder that lost its partition may still write; what it wrote
+        // after the newer holder's claim does not count.
+        if let Some(fence) = fence_of(&envelope)
+            && self.fences.is_stale(fence).await?
+        {
+            self.fenced += 1;
+            tracing::info!(position = %record.position, fence, "ignoring a reply from a partition holder that a newer one has fenced");
+            return Ok(());
+        }
         if self.ended {
             if let Some(stream) = self.stream.as_mut() {
                 stream.push(&envelope, self.clock.now_micros());
@@ -745,8 +775,9 @@ impl ReplyWatch {
     ) -> Result<AgentEnvelope, AskError> {
         let content_type = content_type_of(record);
         if content_type == ContentType::Ref {
-            (envelope.body, _) =
-                resolve_body(self.producer.claim_check(), content_type, &envelope.body).await?;
+            envelope.body = resolve_body(self.producer.claim_check(), content_type, &envelope)
+                .await?
+                .body;
         }
         Ok(envelope)
     }
@@ -757,19 +788,14 @@ impl ReplyWatch {
         record: crate::log::LogRecord,
     ) -> Result<Reply, AskError> {
         let content_type = content_type_of(&record);
-        let (body, claim_checked) =
-            resolve_body(self.producer.claim_check(), content_type, &envelope.body).await?;
+        let resolved = resolve_body(self.producer.claim_check(), content_type, &envelope).await?;
         Ok(Reply {
             envelope,
             position: record.position,
             timestamp_micros: record.timestamp_micros,
-            content_type: if claim_checked {
-                ContentType::Raw
-            } else {
-                content_type
-            },
-            body,
-            claim_checked,
+            content_type: resolved.content_type,
+            body: resolved.body,
+            claim_checked: resolved.claim_checked,
         })
     }
 }

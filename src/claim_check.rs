@@ -5,16 +5,27 @@
 //! fetches the bytes and checks size and digest before anyone sees them; a
 //! mismatch is a typed error naming what differs, and the worker dead-letters
 //! the record `rejected`.
+//!
+//! The body's own content type goes in the envelope's metadata under
+//! [`META_REF_CONTENT_TYPE`], so the resolved body has it back: the
+//! `agdx.ct` header names the BodyRef (`ref`), and the BodyRef has no field
+//! for it.
 
 use std::sync::Arc;
 
-use agdx_wire::{BodyRef, ContentType, WireError};
+use agdx_wire::{AgentEnvelope, BodyRef, ContentType, Metadata, WireError};
 use sha2::{Digest, Sha256};
 
 use crate::blob::{BlobError, BlobStore};
 
 /// Default threshold: bodies above 256 KiB go to the blob store.
 pub const DEFAULT_CLAIM_CHECK_THRESHOLD: usize = 256 * 1024;
+
+/// The metadata key naming the content type of a claim-checked body, as
+/// its code (the `agdx.ct` dictionary): this runtime's own key, not one the
+/// wire format pins. Absent means `raw`, as from a sender that does not
+/// write it.
+pub const META_REF_CONTENT_TYPE: &str = "agdx.ref.ct";
 
 /// A blob store and the body size above which it is used.
 #[derive(Clone)]
@@ -87,17 +98,50 @@ impl ClaimCheckError {
     }
 }
 
-/// The body a reader hands on, and whether it was claim-checked: a `ref`
-/// body is fetched and verified through `check`, anything else is as it came.
-pub async fn resolve_body(
+/// A body as a reader hands it on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Resolved {
+    /// The bytes: fetched and verified when the body was a claim check.
+    pub body: Vec<u8>,
+    /// The body's codec: for a claim check, the one
+    /// [`META_REF_CONTENT_TYPE`] names (`raw` when none).
+    pub content_type: ContentType,
+    /// Whether the body came through the blob store.
+    pub claim_checked: bool,
+}
+
+/// The body of `envelope` as a reader hands it on: a `ref` body is fetched
+/// and verified through `check`, anything else is as it came.
+pub(crate) async fn resolve_body(
     check: Option<&ClaimCheck>,
     content_type: ContentType,
-    body: &[u8],
-) -> Result<(Vec<u8>, bool), ClaimCheckError> {
+    envelope: &AgentEnvelope,
+) -> Result<Resolved, ClaimCheckError> {
     match (content_type, check) {
-        (ContentType::Ref, Some(check)) => Ok((check.resolve(body).await?, true)),
+        (ContentType::Ref, Some(check)) => Ok(Resolved {
+            body: check.resolve(&envelope.body).await?,
+            content_type: referenced_content_type(envelope.metadata.as_ref()),
+            claim_checked: true,
+        }),
         (ContentType::Ref, None) => Err(ClaimCheckError::NoStore),
-        _ => Ok((body.to_vec(), false)),
+        _ => Ok(Resolved {
+            body: envelope.body.clone(),
+            content_type,
+            claim_checked: false,
+        }),
+    }
+}
+
+/// The content type [`META_REF_CONTENT_TYPE`] names; `raw` when it is
+/// absent or unusable (not a code, or `ref` itself).
+fn referenced_content_type(metadata: Option<&Metadata>) -> ContentType {
+    let code = metadata
+        .and_then(|m| m.get(META_REF_CONTENT_TYPE))
+        .and_then(|v| v.as_u64())
+        .and_then(|code| u8::try_from(code).ok());
+    match code.map(ContentType::from_code) {
+        Some(ContentType::Ref) | None => ContentType::Raw,
+        Some(content_type) => content_type,
     }
 }
 
@@ -112,6 +156,31 @@ impl ClaimCheck {
         self.threshold
     }
 
+    /// Whether a body of `len` bytes goes to the blob store.
+    pub fn applies_to(&self, len: usize) -> bool {
+        len > self.threshold
+    }
+
+    /// Names the body's content type in `envelope`'s metadata
+    /// ([`META_REF_CONTENT_TYPE`]) when [`ClaimCheck::outgoing`] will
+    /// claim-check it; `raw`, the default, is not written. Called before the
+    /// envelope is validated, so the entry counts toward the metadata caps.
+    pub(crate) fn keep_content_type(
+        &self,
+        envelope: &mut AgentEnvelope,
+        content_type: ContentType,
+    ) {
+        if !self.applies_to(envelope.body.len())
+            || matches!(content_type, ContentType::Raw | ContentType::Ref)
+        {
+            return;
+        }
+        envelope
+            .metadata
+            .get_or_insert_with(Metadata::new)
+            .insert(META_REF_CONTENT_TYPE, u64::from(content_type.code()));
+    }
+
     /// Stores `body` when it is over the threshold and returns what to send:
     /// the BodyRef and content type `ref`, or the body unchanged.
     pub async fn outgoing(
@@ -119,7 +188,7 @@ impl ClaimCheck {
         body: Vec<u8>,
         content_type: ContentType,
     ) -> Result<(Vec<u8>, ContentType), ClaimCheckError> {
-        if body.len() <= self.threshold {
+        if !self.applies_to(body.len()) {
             return Ok((body, content_type));
         }
         Ok((self.store(body).await?.encode(), ContentType::Ref))

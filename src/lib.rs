@@ -32,7 +32,8 @@
 //!
 //! Cargo features choose what is built in: the backends `embedded`,
 //! `iggy` and `kafka`; the bridges `bridge-axon`, `bridge-ax-ipc` and
-//! `bridge-ioa`; `metrics` (the Prometheus exporter); and `cli`, the `agdx`
+//! `bridge-ioa`; `metrics` (the Prometheus exporter); `blobs-object-store`
+//! (claim checks in S3, GCS, Azure Blob Storage); and `cli`, the `agdx`
 //! binary with all of them. The default features are `embedded` and `cli`;
 //! `default-features = false, features = ["embedded"]` is the embedded log
 //! alone.
@@ -49,6 +50,7 @@ pub mod cards;
 mod claim_check;
 mod clock;
 mod dlq;
+mod fence;
 mod file_mode;
 mod idempotency;
 mod ids;
@@ -69,10 +71,18 @@ pub mod worker;
 
 pub use agdx_wire as wire;
 pub use ask::{Answer, AskError, READER_LINGER, Reply, ReplyEvent, ReplyWatch, Requester};
-pub use blob::{BlobError, BlobStore, DirBlobStore};
-pub use claim_check::{ClaimCheck, ClaimCheckError, DEFAULT_CLAIM_CHECK_THRESHOLD};
+#[cfg(feature = "blobs-object-store")]
+pub use blob::ObjectBlobStore;
+pub use blob::{
+    BlobError, BlobSpec, BlobSpecError, BlobStore, DirBlobStore, LogBlobRef, LogBlobStore,
+    MAX_BLOB_CHUNK_BYTES, MAX_BLOB_CHUNKS,
+};
+pub use claim_check::{
+    ClaimCheck, ClaimCheckError, DEFAULT_CLAIM_CHECK_THRESHOLD, META_REF_CONTENT_TYPE,
+};
 pub use clock::{Clock, ManualClock, SharedClock, SystemClock, system_clock};
 pub use dlq::{MAX_DETAIL_BYTES, dead_letter, dead_letter_record};
+pub use fence::{CLAIM_PARTITION, FENCE_HEADER, FenceError, Fences, fence_of};
 pub use idempotency::{KeyClaim, KeyRetention, KeyScope, ProcessedKeys, StoreError};
 pub use ids::{new_channel_id, new_conversation_id, new_correlation_id, new_record_id};
 pub use producer::{

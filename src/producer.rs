@@ -222,6 +222,9 @@ pub struct ReplyTo {
     pub target: AgentId,
     /// The command's idempotency key, repeated on the response.
     pub idempotency_key: Option<IdempotencyKey>,
+    /// The fence token of the partition holder answering (`agdx.fence` on
+    /// every reply); `None` outside a worker pool.
+    pub fence: Option<u64>,
 }
 
 impl ReplyTo {
@@ -235,13 +238,24 @@ impl ReplyTo {
             cause_at: position,
             target: command.source.clone(),
             idempotency_key: command.idempotency_key.clone(),
+            fence: None,
         })
     }
 
-    /// Points `envelope` back at the request: cause, position and target.
+    /// The same reply context, answering under fence token `fence`.
+    pub fn with_fence(mut self, fence: u64) -> Self {
+        self.fence = Some(fence);
+        self
+    }
+
+    /// Points `envelope` back at the request: cause, position and target,
+    /// and the holder's fence token when there is one.
     pub fn address(&self, mut envelope: AgentEnvelope) -> AgentEnvelope {
         if let Some(cause) = self.cause {
             envelope = envelope.with_cause(cause, self.cause_at);
+        }
+        if let Some(fence) = self.fence {
+            envelope = crate::fence::with_fence(envelope, fence);
         }
         envelope.with_target(self.target.clone())
     }
@@ -748,6 +762,9 @@ impl Producer {
             && topic == &self.inner.topology.commands
         {
             watch.check(target)?;
+        }
+        if let Some(check) = &self.inner.claim_check {
+            check.keep_content_type(&mut envelope, content_type);
         }
         // Validate before claim-checking so an invalid envelope leaves no
         // blob behind; swapping a body for its BodyRef keeps it valid.

@@ -20,6 +20,10 @@ pub struct TopicNames {
     pub dlq: String,
     /// Fold snapshots.
     pub snapshots: String,
+    /// Claim-checked bodies of the log blob store
+    /// ([`LogBlobStore`](crate::LogBlobStore)); not one of the five agent
+    /// topics, and created only when a blob is first written to it.
+    pub blobs: String,
 }
 
 impl Default for TopicNames {
@@ -30,6 +34,7 @@ impl Default for TopicNames {
             registry: "agent.registry".into(),
             dlq: "agent.dlq".into(),
             snapshots: "agent.snapshots".into(),
+            blobs: "agent.blobs".into(),
         }
     }
 }

@@ -10,7 +10,7 @@ use agdx::log::LogError;
 use agdx::replay::ReplayError;
 use agdx::trust::{KeyFileError, RegistryError};
 use agdx::worker::WorkerError;
-use agdx::{AskError, ClaimCheckError, ProduceError, StoreError};
+use agdx::{AskError, BlobError, ClaimCheckError, ProduceError, StoreError};
 
 /// `error`'s message, followed by the command line's advice when it has
 /// some for an error in its chain.
@@ -143,7 +143,13 @@ fn produce(error: &ProduceError) -> Option<String> {
 
 fn claim_check(error: &ClaimCheckError) -> Option<String> {
     match error {
-        ClaimCheckError::NoStore => Some("that is --blob-dir DIR".to_owned()),
+        ClaimCheckError::NoStore => Some("that is --blobs STORE".to_owned()),
+        ClaimCheckError::Blob(BlobError::NotFound { .. }) => Some(
+            "a directory holds one machine's blobs: give every host one store with --blobs log or --blobs s3://bucket/prefix".to_owned(),
+        ),
+        ClaimCheckError::Blob(BlobError::TooLarge { .. }) => {
+            Some("keep bodies this large in an object store: --blobs s3://bucket/prefix".to_owned())
+        }
         _ => None,
     }
 }

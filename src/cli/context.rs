@@ -3,12 +3,11 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::Duration;
 
 use agdx::log::{LogError, LogSpec, SharedLog};
 use agdx::trust::{KeyRegistry, RegistryError, Verifier};
-use agdx::{ClaimCheck, DEFAULT_CLAIM_CHECK_THRESHOLD, DirBlobStore, Topology, TopologyConfig};
+use agdx::{BlobSpec, ClaimCheck, DEFAULT_CLAIM_CHECK_THRESHOLD, Topology, TopologyConfig};
 
 /// What to do once a command's future has returned, before its runtime
 /// shuts down (see [`on_finish`]).
@@ -104,6 +103,8 @@ pub struct Global {
     pub log_given: bool,
     pub stream: String,
     pub keys: Option<PathBuf>,
+    /// `--blobs`: where claim-checked bodies go (default: by the log).
+    pub blobs: Option<String>,
     pub connect_limit: Duration,
 }
 
@@ -196,16 +197,34 @@ impl Global {
         }
     }
 
-    /// The claim check with blobs in `blob_dir` (default: beside the state).
-    pub fn claim_check(&self, blob_dir: Option<PathBuf>, threshold: Option<usize>) -> ClaimCheck {
-        let dir = blob_dir.unwrap_or_else(|| match self.spec() {
-            Ok(LogSpec::Embedded(path)) => path.join("blobs"),
-            _ => PathBuf::from(".agdx-blobs"),
-        });
-        ClaimCheck::new(
-            Arc::new(DirBlobStore::new(dir)),
+    /// The blob store `--blobs` names; by default the embedded log's
+    /// `blobs/` directory, and the log itself for Iggy and Kafka.
+    pub fn blob_spec(&self) -> Result<BlobSpec, Failure> {
+        match &self.blobs {
+            Some(text) => text.parse().map_err(Failure::new),
+            None => Ok(BlobSpec::default_for(&self.spec()?)),
+        }
+    }
+
+    /// The claim check over `log`: blobs in `blob_dir` when given (the
+    /// worker's `--blob-dir`), else in the store of [`Global::blob_spec`].
+    pub fn claim_check(
+        &self,
+        log: &SharedLog,
+        blob_dir: Option<PathBuf>,
+        threshold: Option<usize>,
+    ) -> Result<ClaimCheck, Failure> {
+        let spec = match blob_dir {
+            Some(dir) => BlobSpec::Dir(dir),
+            None => self.blob_spec()?,
+        };
+        let store = spec
+            .open(log, &TopologyConfig::new(&self.stream))
+            .map_err(Failure::new)?;
+        Ok(ClaimCheck::new(
+            store,
             threshold.unwrap_or(DEFAULT_CLAIM_CHECK_THRESHOLD),
-        )
+        ))
     }
 }
 

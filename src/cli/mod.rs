@@ -52,6 +52,15 @@ pub struct Cli {
     #[arg(long, global = true, env = "AGDX_KEYS", value_name = "FILE")]
     pub keys: Option<std::path::PathBuf>,
 
+    /// Where claim-checked bodies (over 256 KiB) are kept: `log` (records
+    /// on the log itself, which every host reads; the default on Iggy and
+    /// Kafka), `dir:PATH` or a path (a local directory; the embedded log's
+    /// default is PATH/blobs), or an object store URL: s3://bucket/prefix
+    /// (settings from AWS_* variables such as AWS_ENDPOINT_URL),
+    /// gs://bucket/prefix, az://container/prefix, file:///path.
+    #[arg(long, global = true, env = "AGDX_BLOBS", value_name = "STORE")]
+    pub blobs: Option<String>,
+
     #[command(subcommand)]
     pub command: Command,
 }
@@ -134,6 +143,7 @@ pub fn run(cli: Cli, log_given: bool) -> ExitCode {
         log_given,
         stream: cli.stream,
         keys: cli.keys,
+        blobs: cli.blobs,
         connect_limit: agdx::log::DEFAULT_CONNECT_TIMEOUT,
     };
     match cli.command {

@@ -62,8 +62,9 @@ impl CommandArgs {
         let signer = self.signing.signer()?;
         let source = speaker(global, self.source.as_ref(), signer.as_ref(), "cli")?;
         let (log, topology) = global.topology().await?;
-        let mut producer = Producer::new(log.clone(), topology.clone(), source)
-            .with_claim_check(global.claim_check(None, None));
+        let check = global.claim_check(&log, None, None)?;
+        let mut producer =
+            Producer::new(log.clone(), topology.clone(), source).with_claim_check(check);
         if let Some(signer) = signer {
             producer = producer.with_signer(signer);
         }

@@ -72,7 +72,8 @@ pub struct WorkerArgs {
     #[arg(long, value_name = "N", default_value_t = 100_000)]
     pub max_keys: u64,
 
-    /// Where claim-checked bodies are kept (default: PATH/blobs for embedded:PATH, ./.agdx-blobs otherwise).
+    /// Keep claim-checked bodies in this local directory (the same as
+    /// `--blobs dir:DIR`; default: the store --blobs names).
     #[arg(long, value_name = "DIR")]
     pub blob_dir: Option<PathBuf>,
 
@@ -161,8 +162,8 @@ pub async fn run(global: &Global, args: WorkerArgs) -> Result<(), Failure> {
     }
     let (log, topology) = global.topology().await?;
     let describe = log.describe();
-    let mut producer = Producer::new(log, topology, args.agent.clone())
-        .with_claim_check(global.claim_check(args.blob_dir.clone(), args.claim_check_threshold));
+    let check = global.claim_check(&log, args.blob_dir.clone(), args.claim_check_threshold)?;
+    let mut producer = Producer::new(log, topology, args.agent.clone()).with_claim_check(check);
     if let Some(signer) = signer {
         producer = producer.with_signer(signer);
     }

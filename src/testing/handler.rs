@@ -153,6 +153,7 @@ impl HandlerTest {
             attempt: 1,
             producer: self.agent.clone(),
             reply_to,
+            fence: None,
             recorder: Arc::new(Mutex::new(Vec::new())),
         }
     }

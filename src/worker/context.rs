@@ -2,10 +2,15 @@
 //! ([`super::partition`]) and the publishing side ([`super::flush`]) both
 //! take it.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use tokio::sync::Semaphore;
+use tokio::time::Instant;
 
+use crate::fence::Fences;
+use crate::log::lock;
 use crate::trust::Pause;
 
 use super::process::Processor;
@@ -20,9 +25,43 @@ pub(super) struct PartitionContext {
     pub stats: Arc<WorkerStats>,
     /// Set when the pool honours quarantine.
     pub pause: Option<Arc<Pause>>,
+    /// The partition claims: each partition task works under its fence.
+    pub fences: Arc<Fences>,
+    /// This pool's group member, named in its claims.
+    pub member: String,
+    /// Partitions whose task stopped because a newer holder claimed them,
+    /// and when: not claimed again while the assignment still lists them
+    /// (see [`PartitionContext::claimable`]).
+    pub fenced: Mutex<HashMap<u32, Instant>>,
 }
 
+/// How long a fenced partition that the group still assigns to this member
+/// waits before the member claims it again. A backend's view of the
+/// assignment can lag behind the group (a Kafka client resumed after a
+/// pause learns it was dropped at its next heartbeat); claiming at once
+/// would fence the new holder in turn.
+pub(super) const FENCED_PAUSE: Duration = Duration::from_secs(10);
+
 impl PartitionContext {
+    /// The partitions of `assigned` a task may claim: all but those fenced
+    /// less than [`FENCED_PAUSE`] ago. A fenced partition the assignment
+    /// no longer lists is forgotten, so it is claimed as soon as it comes
+    /// back.
+    pub fn claimable(&self, assigned: &[u32]) -> Vec<u32> {
+        let mut fenced = lock(&self.fenced);
+        fenced.retain(|partition, at| assigned.contains(partition) && at.elapsed() < FENCED_PAUSE);
+        assigned
+            .iter()
+            .copied()
+            .filter(|partition| !fenced.contains_key(partition))
+            .collect()
+    }
+
+    /// Notes that a newer holder claimed `partition`.
+    pub fn fenced_out(&self, partition: u32) {
+        lock(&self.fenced).insert(partition, Instant::now());
+    }
+
     /// Whether the pool's agent is quarantined now (take no new records).
     pub fn paused(&self) -> bool {
         self.pause

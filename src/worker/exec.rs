@@ -18,7 +18,8 @@ pub const EXIT_RETRYABLE: i32 = 75;
 /// The body goes to the command's stdin; the environment carries
 /// `AGDX_OPERATION`, `AGDX_CONVERSATION`, `AGDX_CORRELATION`, `AGDX_RECORD`,
 /// `AGDX_SOURCE`, `AGDX_ATTEMPT` (1 for the first try) and, when present,
-/// `AGDX_IDEMPOTENCY_KEY` and `AGDX_BRIDGE_HOPS` (the bridges the command
+/// `AGDX_IDEMPOTENCY_KEY`, `AGDX_FENCE` (the pool's fence token for the
+/// command's partition, see [`Request::fence`]) and `AGDX_BRIDGE_HOPS` (the bridges the command
 /// came through, a JSON array to pass on to a bridge the command calls back
 /// into, as ax-ipc's `_bridgeHops`). Exit 0 answers
 /// with stdout as the response body; exit 75 is a retryable failure; any
@@ -66,9 +67,13 @@ impl Handler for ExecHandler {
             .env("AGDX_SOURCE", e.source.as_str())
             .env("AGDX_ATTEMPT", request.attempt.to_string())
             .env_remove("AGDX_IDEMPOTENCY_KEY")
+            .env_remove("AGDX_FENCE")
             .env_remove("AGDX_BRIDGE_HOPS");
         if let Some(key) = &e.idempotency_key {
             command.env("AGDX_IDEMPOTENCY_KEY", key.as_str());
+        }
+        if let Some(fence) = request.fence() {
+            command.env("AGDX_FENCE", fence.to_string());
         }
         let hops: Vec<&str> = e
             .metadata

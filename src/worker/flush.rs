@@ -25,7 +25,10 @@ use crate::dlq::{MAX_DETAIL_BYTES, dead_letter, dead_letter_record, fit_to_log, 
 use crate::log::{Append, LogError, OffsetCommit, OutgoingRecord, TopicInfo};
 use crate::producer::{Prepared, ProduceError};
 
+use crate::fence::{FenceError, fence_header};
+
 use super::context::PartitionContext;
+use super::partition::Held;
 use super::process::{Disposition, Outcome, ProcessError};
 
 /// Why a run of records was not committed.
@@ -37,6 +40,12 @@ pub(super) enum BatchError {
     Produce(#[from] ProduceError),
     #[error(transparent)]
     Log(#[from] LogError),
+    #[error("checking the partition's fence failed: {0}")]
+    Fence(#[from] FenceError),
+    /// A newer holder claimed the partition: nothing is published or
+    /// committed.
+    #[error("a newer holder claimed the partition")]
+    Fenced,
 }
 
 impl BatchError {
@@ -45,6 +54,8 @@ impl BatchError {
             BatchError::Process(e) => e.is_retryable(),
             BatchError::Produce(e) => e.is_retryable(),
             BatchError::Log(e) => e.is_retryable(),
+            BatchError::Fence(e) => e.is_retryable(),
+            BatchError::Fenced => false,
         }
     }
 }
@@ -92,10 +103,11 @@ struct Ready {
 }
 
 /// Publishes the replies and dead letters of `unflushed`, then commits its
-/// last offset and moves `cursor` past it.
+/// last offset and moves `cursor` past it; nothing of it when a newer
+/// holder has claimed the partition ([`BatchError::Fenced`]).
 pub(super) async fn flush(
     ctx: &PartitionContext,
-    partition: u32,
+    (partition, fence): Held,
     unflushed: Unflushed,
     cursor: &mut u64,
     cancel: &CancellationToken,
@@ -110,7 +122,7 @@ pub(super) async fn flush(
     let mut dead_letters = Vec::new();
     let mut dispositions = Vec::with_capacity(unflushed.settled.len());
     for settled in &unflushed.settled {
-        let ready = retrying(cancel, "preparing replies", || ready(ctx, settled)).await?;
+        let ready = retrying(cancel, "preparing replies", || ready(ctx, fence, settled)).await?;
         replies.extend(ready.replies);
         dead_letters.extend(ready.dead_letter);
         dispositions.push(ready.disposition);
@@ -124,6 +136,11 @@ pub(super) async fn flush(
         offset: last_offset,
     };
     retrying(cancel, "publishing replies and committing", || async {
+        // Checked last, right before writing: a stale holder's replies and
+        // commit never reach the log once the newer claim is there.
+        if ctx.processor.fences.is_stale(fence).await? {
+            return Err(BatchError::Fenced);
+        }
         Ok(log
             .append_and_commit(appends.clone(), commit.clone())
             .await?)
@@ -170,15 +187,15 @@ where
 
 /// The records `settled` puts on the log; when its answer cannot be
 /// published at all, those of [`unpublishable`] instead.
-async fn ready(ctx: &PartitionContext, settled: &Settled) -> Result<Ready, BatchError> {
-    let refused = match prepare(ctx, &settled.outcome).await {
+async fn ready(ctx: &PartitionContext, fence: u64, settled: &Settled) -> Result<Ready, BatchError> {
+    let refused = match prepare(ctx, fence, &settled.outcome).await {
         Ok(ready) => return Ok(ready),
         Err(error) if error.is_retryable() => return Err(error.into()),
         Err(refused) => refused,
     };
     tracing::error!(position = %settled.position, error = %refused, "the answer to a command cannot be published; answering with an internal error and dead-lettering the command");
     let instead = unpublishable(ctx, settled, &refused);
-    match prepare(ctx, &instead).await {
+    match prepare(ctx, fence, &instead).await {
         Ok(ready) => Ok(ready),
         Err(error) if error.is_retryable() => Err(error.into()),
         Err(error) => {
@@ -187,7 +204,7 @@ async fn ready(ctx: &PartitionContext, settled: &Settled) -> Result<Ready, Batch
             Ok(Ready {
                 replies: Vec::new(),
                 dead_letter: match instead.dead_letter {
-                    Some(capsule) => Some(dead_letter_ready(ctx, capsule).await),
+                    Some(capsule) => Some(dead_letter_ready(ctx, fence, capsule).await),
                     None => None,
                 },
                 disposition: Disposition::DeadLettered,
@@ -198,7 +215,11 @@ async fn ready(ctx: &PartitionContext, settled: &Settled) -> Result<Ready, Batch
 
 /// Prepares every record of `outcome`: its replies for `agent.responses`
 /// and its dead letter, made to fit the log.
-async fn prepare(ctx: &PartitionContext, outcome: &Outcome) -> Result<Ready, ProduceError> {
+async fn prepare(
+    ctx: &PartitionContext,
+    fence: u64,
+    outcome: &Outcome,
+) -> Result<Ready, ProduceError> {
     let producer = &ctx.processor.producer;
     let responses = &producer.topology().responses;
     let mut replies = Vec::with_capacity(outcome.replies.len());
@@ -206,7 +227,7 @@ async fn prepare(ctx: &PartitionContext, outcome: &Outcome) -> Result<Ready, Pro
         replies.push(producer.prepare_one(responses, reply.clone()).await?);
     }
     let dead_letter = match &outcome.dead_letter {
-        Some(capsule) => Some(dead_letter_ready(ctx, capsule.clone()).await),
+        Some(capsule) => Some(dead_letter_ready(ctx, fence, capsule.clone()).await),
         None => None,
     };
     Ok(Ready {
@@ -216,12 +237,19 @@ async fn prepare(ctx: &PartitionContext, outcome: &Outcome) -> Result<Ready, Pro
     })
 }
 
-/// The `agent.dlq` record of `capsule`, cut down to fit the log.
-async fn dead_letter_ready(ctx: &PartitionContext, capsule: DeadLetter) -> (u32, OutgoingRecord) {
+/// The `agent.dlq` record of `capsule`, cut down to fit the log, carrying
+/// the holder's fence token in its [`FENCE_HEADER`](crate::fence::FENCE_HEADER).
+async fn dead_letter_ready(
+    ctx: &PartitionContext,
+    fence: u64,
+    capsule: DeadLetter,
+) -> (u32, OutgoingRecord) {
     let producer = &ctx.processor.producer;
     let limit = producer.log().max_record_bytes();
     let capsule = fit_to_log(capsule, limit, ctx.processor.claim_check.as_ref()).await;
-    dead_letter_record(&producer.topology().dlq, &capsule)
+    let (partition, mut record) = dead_letter_record(&producer.topology().dlq, &capsule);
+    record.headers.push(fence_header(fence));
+    (partition, record)
 }
 
 /// The dead letters of a run, one batch per `agent.dlq` partition.

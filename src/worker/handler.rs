@@ -20,8 +20,8 @@ pub struct Request {
     pub position: LogPosition,
     /// When the log accepted it, epoch microseconds.
     pub timestamp_micros: u64,
-    /// The body's codec (`agdx.ct`); `raw` for a claim-checked body, whose
-    /// own codec the BodyRef does not name.
+    /// The body's codec (`agdx.ct`); for a claim-checked body, the codec
+    /// its sender named in the `agdx.ref.ct` metadata (`raw` when none).
     pub content_type: ContentType,
     /// The body, fetched and verified when it was claim-checked.
     pub body: Vec<u8>,
@@ -31,6 +31,7 @@ pub struct Request {
     pub attempt: u32,
     pub(crate) producer: Producer,
     pub(crate) reply_to: Option<ReplyTo>,
+    pub(crate) fence: Option<u64>,
     pub(crate) recorder: Arc<Mutex<Vec<Outgoing>>>,
 }
 
@@ -43,6 +44,14 @@ impl Request {
     /// Who sent it (a claim unless signed).
     pub fn source(&self) -> &AgentId {
         &self.envelope.source
+    }
+
+    /// The fence token the pool holds the command's partition under
+    /// (docs/runtime.md, "Fencing"); `None` outside a pool. An effect that
+    /// must not repeat when a paused holder resumes passes it to a store
+    /// that refuses an effect whose fence is below the highest it accepted.
+    pub fn fence(&self) -> Option<u64> {
+        self.fence
     }
 
     /// Where replies go; `None` for an event (nobody waits).

@@ -319,6 +319,8 @@ impl Worker {
             self.handlers.fallback.is_some(),
             self.config.card_ttl,
         );
+        let fences =
+            crate::fence::Fences::new(log.clone(), self.producer.topology().snapshots.clone());
         let processor = Arc::new(Processor {
             agent: agent.clone(),
             producer: self.producer.clone(),
@@ -330,6 +332,8 @@ impl Worker {
             claim_check: self.claim_check,
             progress_interval: self.config.progress_interval,
             handler_limit: self.config.handler_limit,
+            fences: fences.clone(),
+            fence_check_every: self.config.rebalance_every,
             gate: self
                 .config
                 .verifier
@@ -366,6 +370,9 @@ impl Worker {
             permits: Arc::new(Semaphore::new(self.config.concurrency.max(1))),
             stats: self.stats.clone(),
             pause,
+            fences,
+            member: member.member_id(),
+            fenced: Default::default(),
         });
         let mut tasks = PartitionTasks::default();
         let mut tick = tokio::time::interval(self.config.rebalance_every);
@@ -382,7 +389,7 @@ impl Worker {
                 }
             }
             match member.assigned().await {
-                Ok(assigned) => tasks.follow(&assigned, |partition| {
+                Ok(assigned) => tasks.follow(&ctx.claimable(&assigned), |partition| {
                     let cancel = shutdown.child_token();
                     let task = tokio::spawn(partition_loop(ctx.clone(), partition, cancel.clone()));
                     (cancel, task)

@@ -22,18 +22,34 @@ use super::context::PartitionContext;
 use super::flush::{BatchError, Settled, Unflushed, flush};
 use super::process::{Disposition, Outcome, ProcessError};
 
-/// Reads one partition in order until cancelled.
+/// A partition and the fence token its task holds it under.
+pub(super) type Held = (u32, u64);
+
+/// Claims one partition, then reads it in order until cancelled or until a
+/// newer holder claims it.
 pub(super) async fn partition_loop(
     ctx: Arc<PartitionContext>,
     partition: u32,
     cancel: CancellationToken,
 ) {
+    let Some(fence) = claim(&ctx, partition, &cancel).await else {
+        return;
+    };
     let mut from = None;
     let mut failures = 0u32;
     loop {
-        match turn(&ctx, partition, &mut from, &cancel).await {
+        match turn(&ctx, partition, fence, &mut from, &cancel).await {
             Ok(Turn::Again) => failures = 0,
             Ok(Turn::Stop) => break,
+            Ok(Turn::Fenced) => {
+                tracing::warn!(
+                    partition,
+                    fence,
+                    "a newer holder claimed the partition; dropping what this holder had not yet written and stopping its work here"
+                );
+                ctx.fenced_out(partition);
+                break;
+            }
             Err(error) => {
                 failures += 1;
                 if error.is_damage() {
@@ -49,10 +65,38 @@ pub(super) async fn partition_loop(
     }
 }
 
+/// Appends this holder's claim on `partition` before anything of it is
+/// read: its fence token. `None` when cancelled first.
+async fn claim(ctx: &PartitionContext, partition: u32, cancel: &CancellationToken) -> Option<u64> {
+    let commands = &ctx.processor.producer.topology().commands;
+    let mut failures = 0u32;
+    loop {
+        let claimed = tokio::select! {
+            _ = cancel.cancelled() => return None,
+            claimed = ctx.fences.claim(commands, &ctx.group, partition, &ctx.member) => claimed,
+        };
+        match claimed {
+            Ok(fence) => {
+                tracing::info!(partition, fence, "claimed the partition");
+                return Some(fence);
+            }
+            Err(error) => {
+                failures += 1;
+                tracing::warn!(%error, partition, "claiming the partition failed; retrying before reading it");
+                if crate::retry::back_off(failures, cancel).await {
+                    return None;
+                }
+            }
+        }
+    }
+}
+
 /// Whether a partition loop goes on.
 enum Turn {
     Again,
     Stop,
+    /// A newer holder claimed the partition.
+    Fenced,
 }
 
 /// Why a turn of a partition loop failed (it is tried again).
@@ -80,6 +124,7 @@ impl TurnError {
 async fn turn(
     ctx: &PartitionContext,
     partition: u32,
+    fence: u64,
     from: &mut Option<u64>,
     cancel: &CancellationToken,
 ) -> Result<Turn, TurnError> {
@@ -121,7 +166,7 @@ async fn turn(
                         .map_err(TurnError::CatchUp)?;
                 }
             }
-            handle_batch(ctx, partition, &records, &mut cursor, cancel).await
+            handle_batch(ctx, (partition, fence), &records, &mut cursor, cancel).await
         }
         Err(LogError::Corrupt(damage)) => {
             // Unreadable records never surface; set them aside as one dead
@@ -153,7 +198,7 @@ async fn turn(
                     reply_to: None,
                 },
             });
-            flush(ctx, partition, unflushed, &mut cursor, cancel).await
+            flush(ctx, (partition, fence), unflushed, &mut cursor, cancel).await
         }
         Err(error) => return Err(TurnError::Poll(error)),
     };
@@ -162,6 +207,7 @@ async fn turn(
     match outcome {
         Ok(()) if cancel.is_cancelled() => Ok(Turn::Stop),
         Ok(()) => Ok(Turn::Again),
+        Err(BatchError::Fenced | BatchError::Process(ProcessError::Fenced)) => Ok(Turn::Fenced),
         Err(BatchError::Log(LogError::NotOwner { .. })) => {
             tracing::info!(
                 partition,
@@ -190,7 +236,7 @@ fn keyed_reply_partitions(records: &[LogRecord], responses: &TopicInfo) -> BTree
 /// `cancel` says to stop.
 async fn handle_batch(
     ctx: &PartitionContext,
-    partition: u32,
+    held: Held,
     records: &[LogRecord],
     cursor: &mut u64,
     cancel: &CancellationToken,
@@ -204,13 +250,13 @@ async fn handle_batch(
             break;
         }
         let processed =
-            process_flushing_meanwhile(ctx, partition, record, &mut unflushed, cursor, cancel);
+            process_flushing_meanwhile(ctx, held, record, &mut unflushed, cursor, cancel);
         let outcome = match processed.await? {
             Ok(outcome) => outcome,
             Err(error) => {
                 // Commit what was handled before this record, so it does not
                 // run again when this one is retried.
-                flush(ctx, partition, unflushed, cursor, cancel).await?;
+                flush(ctx, held, unflushed, cursor, cancel).await?;
                 return Err(error.into());
             }
         };
@@ -220,17 +266,10 @@ async fn handle_batch(
             outcome,
         });
         if unflushed.is_due(ctx.config.flush_interval) {
-            flush(
-                ctx,
-                partition,
-                std::mem::take(&mut unflushed),
-                cursor,
-                cancel,
-            )
-            .await?;
+            flush(ctx, held, std::mem::take(&mut unflushed), cursor, cancel).await?;
         }
     }
-    flush(ctx, partition, unflushed, cursor, cancel).await
+    flush(ctx, held, unflushed, cursor, cancel).await
 }
 
 /// Runs the steps for `record`. When replies of earlier records are waiting
@@ -239,13 +278,13 @@ async fn handle_batch(
 /// behind a slow handler. The outer error is that flush's.
 async fn process_flushing_meanwhile(
     ctx: &PartitionContext,
-    partition: u32,
+    held: Held,
     record: &LogRecord,
     unflushed: &mut Unflushed,
     cursor: &mut u64,
     cancel: &CancellationToken,
 ) -> Result<Result<Outcome, ProcessError>, BatchError> {
-    let process = ctx.processor.process(record);
+    let process = ctx.processor.process(record, held.1);
     tokio::pin!(process);
     let Some(due) = unflushed.due_at(ctx.config.flush_interval) else {
         return Ok(process.await);
@@ -255,7 +294,7 @@ async fn process_flushing_meanwhile(
         _ = tokio::time::sleep_until(due) => {}
     }
     let waiting = std::mem::take(unflushed);
-    let (flushed, outcome) = tokio::join!(flush(ctx, partition, waiting, cursor, cancel), process);
+    let (flushed, outcome) = tokio::join!(flush(ctx, held, waiting, cursor, cancel), process);
     flushed?;
     Ok(outcome)
 }

@@ -13,6 +13,7 @@ use tracing::Instrument;
 use crate::claim_check::{ClaimCheck, ClaimCheckError, resolve_body};
 use crate::clock::SharedClock;
 use crate::dlq::{MAX_DETAIL_BYTES, dead_letter, shorten};
+use crate::fence::{FenceError, Fences, with_fence};
 use crate::idempotency::{KeyScope, ProcessedKeys, StoreError};
 use crate::ids::{new_channel_id, new_record_id};
 use crate::log::LogRecord;
@@ -70,6 +71,12 @@ pub(crate) enum ProcessError {
     Store(#[from] StoreError),
     #[error("fetching the claim-checked body failed: {0}")]
     Blob(ClaimCheckError),
+    #[error("checking the partition's fence failed: {0}")]
+    Fence(#[from] FenceError),
+    /// A newer holder claimed the partition: nothing of this record may
+    /// take effect here any more.
+    #[error("a newer holder claimed the partition")]
+    Fenced,
 }
 
 impl ProcessError {
@@ -77,6 +84,8 @@ impl ProcessError {
         match self {
             ProcessError::Store(e) => e.is_retryable(),
             ProcessError::Blob(e) => e.is_retryable(),
+            ProcessError::Fence(e) => e.is_retryable(),
+            ProcessError::Fenced => false,
         }
     }
 }
@@ -93,15 +102,21 @@ pub(crate) struct Processor {
     pub claim_check: Option<ClaimCheck>,
     pub progress_interval: std::time::Duration,
     pub handler_limit: Option<std::time::Duration>,
+    /// The partition claims, checked before a keyed handler runs and while
+    /// any handler runs.
+    pub fences: Arc<Fences>,
+    /// How often a running handler's fence is checked.
+    pub fence_check_every: std::time::Duration,
     /// Step 4: the verifier and the grants, when configured.
     pub gate: Option<(Verifier, Option<Grants>)>,
 }
 
 impl Processor {
-    /// Runs the steps for `record`. Only a failure that may pass (the
-    /// processed-key store, fetching a blob) is an error; the record is then
-    /// read again.
-    pub async fn process(&self, record: &LogRecord) -> Result<Outcome, ProcessError> {
+    /// Runs the steps for `record`, held under fence token `fence`. Only a
+    /// failure that may pass (the processed-key store, fetching a blob,
+    /// checking the fence) is an error, and the record is then read again;
+    /// [`ProcessError::Fenced`] says a newer holder has the partition.
+    pub async fn process(&self, record: &LogRecord, fence: u64) -> Result<Outcome, ProcessError> {
         // 1. decode and validate
         let envelope = match envelope_of(record) {
             Ok(envelope) => envelope,
@@ -125,16 +140,18 @@ impl Processor {
             operation = envelope.operation.as_deref().unwrap_or(""),
             position = %record.position,
         );
-        self.steps(record, envelope).instrument(span).await
+        self.steps(record, envelope, fence).instrument(span).await
     }
 
     async fn steps(
         &self,
         record: &LogRecord,
         envelope: AgentEnvelope,
+        fence: u64,
     ) -> Result<Outcome, ProcessError> {
         let reply_to = match envelope.kind {
-            Kind::Command => ReplyTo::for_command(&envelope, Some(record.position)),
+            Kind::Command => ReplyTo::for_command(&envelope, Some(record.position))
+                .map(|to| to.with_fence(fence)),
             _ => None,
         };
         let registry = self.gate.as_ref().map(|(verifier, _)| verifier.registry());
@@ -195,6 +212,10 @@ impl Processor {
             }
             (None, _) => {}
         }
+        // A keyed effect runs only while no newer holder has the partition.
+        if scope.is_some() && self.fences.is_stale(fence).await.map_err(FenceError::Log)? {
+            return Err(ProcessError::Fenced);
+        }
         // 7. dispatch by operation (decided with the admission)
         let handler = match dispatch {
             Dispatch::Handler(handler) => handler,
@@ -212,28 +233,21 @@ impl Processor {
             }
         };
         let content_type = content_type_of(record);
-        let (body, claim_checked) =
-            match resolve_body(self.claim_check.as_ref(), content_type, &envelope.body).await {
-                Ok(resolved) => resolved,
-                Err(error) if error.is_retryable() => return Err(ProcessError::Blob(error)),
-                Err(error) => {
-                    let message = format!("the claim-checked body was not accepted: {error}");
-                    let reply =
-                        ErrorBody::new(ErrorCode::InvalidRequest).with_message(message.clone());
-                    return Ok(self.dead(
-                        record,
-                        DeadLetterReason::Rejected,
-                        1,
-                        message,
-                        reply_to.map(|to| ErrorReply::new(to, reply)),
-                    ));
-                }
-            };
-        // A resolved body's own codec is not known (the BodyRef does not say).
-        let content_type = if claim_checked {
-            agdx_wire::ContentType::Raw
-        } else {
-            content_type
+        let resolved = match resolve_body(self.claim_check.as_ref(), content_type, &envelope).await
+        {
+            Ok(resolved) => resolved,
+            Err(error) if error.is_retryable() => return Err(ProcessError::Blob(error)),
+            Err(error) => {
+                let message = format!("the claim-checked body was not accepted: {error}");
+                let reply = ErrorBody::new(ErrorCode::InvalidRequest).with_message(message.clone());
+                return Ok(self.dead(
+                    record,
+                    DeadLetterReason::Rejected,
+                    1,
+                    message,
+                    reply_to.map(|to| ErrorReply::new(to, reply)),
+                ));
+            }
         };
         // 8. run the handler, retrying retryable failures
         let operation_label = self.handlers.metric_label(envelope.operation.as_deref());
@@ -242,12 +256,13 @@ impl Processor {
             envelope,
             position: record.position,
             timestamp_micros: record.timestamp_micros,
-            content_type,
-            body,
-            claim_checked,
+            content_type: resolved.content_type,
+            body: resolved.body,
+            claim_checked: resolved.claim_checked,
             attempt: 1,
             producer: self.producer.clone(),
             reply_to: reply_to.clone(),
+            fence: Some(fence),
             recorder,
         };
         let heartbeat = super::heartbeat::Heartbeat {
@@ -256,14 +271,23 @@ impl Processor {
             every: self.progress_interval,
             limit: self.handler_limit,
         };
-        let result = run_with_retries(
+        let run = run_with_retries(
             handler.as_ref(),
             &mut request,
             &self.retry,
             &heartbeat,
             (self.agent.as_str(), &operation_label),
-        )
-        .await;
+        );
+        // A holder fenced while its handler runs stops it (an `--exec`
+        // command's processes are killed): its outcome could not be
+        // published anyway, and the new holder runs the command.
+        let result = tokio::select! {
+            result = run => result,
+            () = self.fences.stale_after(fence, self.fence_check_every) => {
+                tracing::warn!(fence, "a newer holder claimed the partition while the handler ran; stopping the handler");
+                return Err(ProcessError::Fenced);
+            }
+        };
         let streamed = request.streamed();
         match result {
             Err(error) => {
@@ -438,6 +462,9 @@ fn readdress(stored: Vec<Outgoing>, to: &ReplyTo) -> Vec<Outgoing> {
             }
             if let Some(channel) = e.channel {
                 e.channel = Some(*channels.entry(channel).or_insert_with(new_channel_id));
+            }
+            if let Some(fence) = to.fence {
+                outgoing.envelope = with_fence(outgoing.envelope, fence);
             }
             outgoing
         })

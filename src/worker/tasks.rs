@@ -26,7 +26,9 @@ impl PartitionTasks {
         mut start: impl FnMut(u32) -> (CancellationToken, JoinHandle<()>),
     ) {
         for (partition, (cancel, _)) in &self.running {
-            if !assigned.contains(partition) {
+            // Told once: a task finishing its record in hand is not told
+            // again at every look at the assignment.
+            if !assigned.contains(partition) && !cancel.is_cancelled() {
                 tracing::info!(partition, "partition moved to another member");
                 cancel.cancel();
             }

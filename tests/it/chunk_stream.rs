@@ -29,6 +29,7 @@ async fn open_watch(requester: &agdx::Requester) -> (ReplyWatch, ReplyTo) {
         cause_at: None,
         target: agent_id("reader"),
         idempotency_key: None,
+        fence: None,
     };
     (watch, to)
 }

@@ -47,7 +47,7 @@ async fn a_large_body_goes_through_the_blob_store_and_comes_back_intact() {
             Answer::Response(reply) => {
                 assert_eq!(reply.body, body, "the reader gets the real bytes");
                 assert!(reply.claim_checked, "the reply itself went as a claim check");
-                assert_eq!(reply.content_type, ContentType::Raw, "a resolved body names no codec of its own");
+                assert_eq!(reply.content_type, ContentType::Raw, "a raw body resolves as raw");
             }
             other => panic!("expected a response, got {other:?}"),
         }

@@ -163,8 +163,8 @@ async fn serve(global: &Global, args: ServeArgs) -> Result<(), Failure> {
     let described_routes = routes.to_string();
     let gate = Gate::new(id.clone(), schemas, routes);
     let (log, topology) = global.topology().await?;
-    let producer = Producer::new(log, topology, args.source.clone())
-        .with_claim_check(global.claim_check(None, None));
+    let check = global.claim_check(&log, None, None)?;
+    let producer = Producer::new(log, topology, args.source.clone()).with_claim_check(check);
     let bridge =
         Arc::new(AxIpcBridge::new(Requester::new(producer), gate).with_timeout(args.timeout));
 

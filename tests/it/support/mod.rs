@@ -20,6 +20,7 @@ pub mod ioa;
 pub mod kafka;
 pub mod netns;
 pub mod postgres;
+pub mod s3;
 pub mod trust;
 
 use std::any::Any;

@@ -173,7 +173,14 @@ impl Network {
     /// Takes host `n`'s link down at the switch: the host is cut off from
     /// every other host until [`Network::restore`].
     pub fn cut(&self, n: usize) -> Result<(), String> {
-        ip(&["-n", &self.switch, "link", "set", &self.hosts[n].port, "down"])
+        ip(&[
+            "-n",
+            &self.switch,
+            "link",
+            "set",
+            &self.hosts[n].port,
+            "down",
+        ])
     }
 
     /// Brings host `n`'s link back up.

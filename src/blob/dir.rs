@@ -1,65 +1,13 @@
-//! Blob stores hold the bytes of claim-checked bodies.
-//!
-//! A body larger than the claim-check threshold is written to a blob store
-//! and the envelope carries a BodyRef (reference, size, SHA-256) instead. The
-//! default store is a local directory, content-addressed by SHA-256, shared by
-//! every process on the machine that uses the same directory.
+//! The directory blob store: one file per blob, content-addressed by
+//! SHA-256, shared by every process on the machine that uses the same
+//! directory.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
 
-/// What went wrong storing or fetching a blob.
-#[derive(Debug, thiserror::Error)]
-pub enum BlobError {
-    /// The reference is not one this store understands.
-    #[error(
-        "blob reference {0:?} is not a reference of this store (expected `blob:sha256:<64 hex digits>`)"
-    )]
-    UnknownReference(String),
-    /// The blob is not in the store.
-    #[error(
-        "blob {reference} is not in the blob store at {dir}: was the body written to another machine's store?"
-    )]
-    NotFound {
-        /// The reference asked for.
-        reference: String,
-        /// The store's directory.
-        dir: PathBuf,
-    },
-    /// Reading or writing the store failed.
-    #[error("blob store at {dir}: {source}")]
-    Io {
-        /// The store's directory.
-        dir: PathBuf,
-        /// What the file system reported.
-        #[source]
-        source: std::io::Error,
-    },
-}
-
-impl BlobError {
-    /// Whether trying again later may succeed.
-    pub fn is_retryable(&self) -> bool {
-        match self {
-            BlobError::UnknownReference(_) => false,
-            BlobError::NotFound { .. } => false,
-            BlobError::Io { .. } => true,
-        }
-    }
-}
-
-/// Where claim-checked bodies are kept.
-#[async_trait]
-pub trait BlobStore: Send + Sync + 'static {
-    /// Stores `bytes` and returns the reference a BodyRef carries
-    /// (1..=1024 bytes of text).
-    async fn put(&self, bytes: Vec<u8>, sha256: [u8; 32]) -> Result<String, BlobError>;
-    /// Fetches the bytes behind `reference`, unverified (the caller checks
-    /// size and digest against the BodyRef).
-    async fn get(&self, reference: &str) -> Result<Vec<u8>, BlobError>;
-}
+use super::{BlobError, BlobStore};
 
 /// A blob store in a local directory: one file per blob, named by its SHA-256.
 ///

@@ -1,0 +1,402 @@
+//! Fencing: a partition's holder writes under a token that a newer holder's
+//! claim makes stale (docs/runtime.md, "Fencing").
+//!
+//! When a pool member starts work on a partition of its group it appends a
+//! *claim* record to partition [`CLAIM_PARTITION`] of `agent.snapshots`;
+//! the claim's offset is the holder's fence token. Offsets of one partition
+//! only grow, on every backend and across every process and host, so the
+//! log itself orders the claims: no coordinator but the log. A holder is
+//! current while no later claim names the same stream, topic, group and
+//! partition; once one does, every write it has not made yet must not take
+//! effect.
+//!
+//! A claim is a small CBOR map that no snapshot reader decodes as a fold
+//! snapshot, so snapshots and claims share the topic without noticing each
+//! other. [`Fences`] follows the claims: it learns the claim behind a
+//! token, and what was claimed after it, by reading forward from the lowest
+//! token it was asked about, never from the start of the topic.
+//!
+//! The token travels as the pinned envelope metadata key `agdx.fence`
+//! ([`agdx_wire::META_FENCE`]) on every reply, status, chunk and error a
+//! holder writes, and as the record header [`FENCE_HEADER`] (same name, a
+//! `u64`) on its dead-letter capsules, whose format has no metadata.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use agdx_wire::{HeaderKind, HeaderValue};
+use serde::{Deserialize, Serialize};
+use tokio::sync::Mutex;
+
+use crate::log::{LogError, LogRecord, OutgoingRecord, SharedLog, TopicInfo};
+
+/// The partition of `agent.snapshots` that holds every claim.
+pub const CLAIM_PARTITION: u32 = 0;
+
+/// The record header carrying a dead letter's fence token: the same name as
+/// the pinned metadata key, a `u64`.
+pub const FENCE_HEADER: &str = agdx_wire::META_FENCE;
+
+/// What a claim is for: one partition of one topic, read by one group.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+struct Claimed {
+    stream: String,
+    topic: String,
+    group: String,
+    partition: u32,
+}
+
+/// A claim record's payload.
+#[derive(Debug, Serialize, Deserialize)]
+struct ClaimRecord {
+    /// Always [`CLAIM_MARK`]: tells claims from anything else on the topic.
+    agdx_claim: u8,
+    #[serde(flatten)]
+    claimed: Claimed,
+    /// The claiming member, for people reading the topic.
+    member: String,
+    /// Unique per claim: lets its writer find it (appends return no offset).
+    nonce: String,
+}
+
+/// Why a fence could not be claimed or checked.
+#[derive(Debug, thiserror::Error)]
+pub enum FenceError {
+    /// Reading or appending claims failed.
+    #[error("reading or appending partition claims failed: {0}")]
+    Log(#[from] LogError),
+    /// A claim could not be encoded.
+    #[error("a partition claim could not be encoded: {0}")]
+    Encode(String),
+    /// A claim just appended was not there when read back.
+    #[error(
+        "the claim just appended to partition {partition} of '{topic}' was not there when read back; the log lost it or another writer rewrote the partition"
+    )]
+    ClaimNotFound {
+        /// The claims topic.
+        topic: String,
+        /// The claims partition.
+        partition: u32,
+    },
+}
+
+impl FenceError {
+    /// Whether trying again may succeed.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            FenceError::Log(e) => e.is_retryable(),
+            FenceError::Encode(_) => false,
+            FenceError::ClaimNotFound { .. } => true,
+        }
+    }
+}
+
+/// The format version of claim records.
+const CLAIM_MARK: u8 = 1;
+
+/// Claims read per poll.
+const CLAIM_POLL: u32 = 512;
+
+/// The claim behind `record`, when it is one.
+fn claim_of(record: &LogRecord) -> Option<ClaimRecord> {
+    let claim: ClaimRecord = ciborium::from_reader(&record.payload[..]).ok()?;
+    (claim.agdx_claim == CLAIM_MARK).then_some(claim)
+}
+
+/// The claims a process knows about, read from the log on demand.
+///
+/// Cheap to share: one per pool or requester. Every check that must be
+/// current reads the claim partition up to its end first (one
+/// `last_offset`, and a poll only when something was appended).
+pub struct Fences {
+    log: SharedLog,
+    claims: TopicInfo,
+    known: Mutex<Known>,
+}
+
+/// Claims read so far: every claim at offsets `range.0..range.1`.
+#[derive(Default)]
+struct Known {
+    range: Option<(u64, u64)>,
+    by_token: HashMap<u64, Claimed>,
+    newest: HashMap<Claimed, u64>,
+    /// Where each claim read sits, by nonce: how a writer finds its own.
+    by_nonce: HashMap<String, u64>,
+}
+
+impl Known {
+    fn learn(&mut self, offset: u64, claim: ClaimRecord) {
+        let newest = self.newest.entry(claim.claimed.clone()).or_insert(offset);
+        *newest = (*newest).max(offset);
+        self.by_token.insert(offset, claim.claimed);
+        self.by_nonce.insert(claim.nonce, offset);
+    }
+}
+
+impl Fences {
+    /// Follows the claims on `snapshots` (the topology's `agent.snapshots`).
+    pub fn new(log: SharedLog, snapshots: TopicInfo) -> Arc<Self> {
+        Arc::new(Self {
+            log,
+            claims: snapshots,
+            known: Mutex::new(Known::default()),
+        })
+    }
+
+    /// Claims `partition` of `topic` for `group` on behalf of `member` and
+    /// returns the claim's fence token. Every holder before it is stale
+    /// from now on.
+    pub async fn claim(
+        &self,
+        topic: &TopicInfo,
+        group: &str,
+        partition: u32,
+        member: &str,
+    ) -> Result<u64, FenceError> {
+        let nonce = ulid::Ulid::new().to_string();
+        let record = ClaimRecord {
+            agdx_claim: CLAIM_MARK,
+            claimed: Claimed {
+                stream: topic.stream.clone(),
+                topic: topic.topic.clone(),
+                group: group.to_owned(),
+                partition,
+            },
+            member: member.to_owned(),
+            nonce: nonce.clone(),
+        };
+        let mut payload = Vec::new();
+        ciborium::into_writer(&record, &mut payload)
+            .map_err(|e| FenceError::Encode(e.to_string()))?;
+        let before = self.log.last_offset(&self.claims, CLAIM_PARTITION).await?;
+        let outgoing = OutgoingRecord {
+            headers: crate::record::capsule_record(Vec::new()).headers,
+            payload,
+        };
+        self.log
+            .append(&self.claims, CLAIM_PARTITION, vec![outgoing])
+            .await?;
+        let from = before.map_or(0, |b| b + 1);
+        let mut known = self.known.lock().await;
+        self.cover(&mut known, from).await?;
+        known
+            .by_nonce
+            .remove(&nonce)
+            .ok_or_else(|| FenceError::ClaimNotFound {
+                topic: self.claims.topic.clone(),
+                partition: CLAIM_PARTITION,
+            })
+    }
+
+    /// Whether a later claim for the same partition and group makes `token`
+    /// stale. A token whose claim is not on the log (another
+    /// implementation's, or one given up to retention) is never stale: there
+    /// is nothing to compare it with.
+    pub async fn is_stale(&self, token: u64) -> Result<bool, LogError> {
+        let mut known = self.known.lock().await;
+        self.cover(&mut known, token).await?;
+        Ok(known
+            .by_token
+            .get(&token)
+            .and_then(|claimed| known.newest.get(claimed))
+            .is_some_and(|&newest| newest > token))
+    }
+
+    /// Whether the holder of `token` is still current (see [`Self::is_stale`]).
+    pub async fn is_current(&self, token: u64) -> Result<bool, LogError> {
+        Ok(!self.is_stale(token).await?)
+    }
+
+    /// Resolves once `token` is found stale, checking every `every`; a
+    /// failed check is tried at the next. Runs as long as it is awaited:
+    /// the caller races it against the work it guards.
+    pub async fn stale_after(&self, token: u64, every: Duration) {
+        loop {
+            tokio::time::sleep(every).await;
+            match self.is_stale(token).await {
+                Ok(true) => return,
+                Ok(false) => {}
+                Err(error) => {
+                    tracing::debug!(%error, "could not check a fence; checking again");
+                }
+            }
+        }
+    }
+
+    /// Makes `known` cover the claim partition from `from` to its end:
+    /// what lies before the range it covers, then what was appended since.
+    async fn cover(&self, known: &mut Known, from: u64) -> Result<(), LogError> {
+        let Some(last) = self.log.last_offset(&self.claims, CLAIM_PARTITION).await? else {
+            return Ok(());
+        };
+        let end = last + 1;
+        let (start, next) = match known.range {
+            Some((start, next)) if start <= from => (start, next),
+            Some((start, next)) => {
+                self.scan(known, from, start).await?;
+                (from, next)
+            }
+            None => (from, from),
+        };
+        self.scan(known, next, end).await?;
+        known.range = Some((start, end.max(next)));
+        Ok(())
+    }
+
+    /// Learns the claims at offsets `from..end` of the claim partition.
+    async fn scan(&self, known: &mut Known, from: u64, end: u64) -> Result<(), LogError> {
+        let mut next = from;
+        // Bounded: every turn moves `next` forward, towards a fixed `end`.
+        while next < end {
+            let max = u32::try_from(end - next)
+                .unwrap_or(u32::MAX)
+                .min(CLAIM_POLL);
+            let records = match self
+                .log
+                .poll(&self.claims, CLAIM_PARTITION, next, max, Duration::ZERO)
+                .await
+            {
+                Ok(records) => records,
+                // Damaged records hold no claim anyone can rely on.
+                Err(LogError::Corrupt(damage)) => {
+                    next = damage.next_offset();
+                    continue;
+                }
+                Err(error) => return Err(error),
+            };
+            let Some(after) = records.last().map(|r| r.position.offset + 1) else {
+                break;
+            };
+            for record in records.iter().filter(|r| r.position.offset < end) {
+                if let Some(claim) = claim_of(record) {
+                    known.learn(record.position.offset, claim);
+                }
+            }
+            next = after;
+        }
+        Ok(())
+    }
+}
+
+/// The fence token an envelope carries (`agdx.fence`), if any.
+pub fn fence_of(envelope: &agdx_wire::AgentEnvelope) -> Option<u64> {
+    envelope
+        .metadata
+        .as_ref()?
+        .get(agdx_wire::META_FENCE)?
+        .as_u64()
+}
+
+/// `envelope` carrying `fence` in its metadata (replacing any there).
+pub(crate) fn with_fence(
+    mut envelope: agdx_wire::AgentEnvelope,
+    fence: u64,
+) -> agdx_wire::AgentEnvelope {
+    envelope
+        .metadata
+        .get_or_insert_with(agdx_wire::Metadata::new)
+        .insert(agdx_wire::META_FENCE, fence);
+    envelope
+}
+
+/// The [`FENCE_HEADER`] value of `fence`.
+pub(crate) fn fence_header(fence: u64) -> (String, HeaderValue) {
+    (
+        FENCE_HEADER.to_owned(),
+        HeaderValue {
+            kind: HeaderKind::Uint64,
+            bytes: fence.to_le_bytes().to_vec(),
+        },
+    )
+}
+
+#[cfg(all(test, feature = "testing"))]
+mod tests {
+    use super::*;
+    use crate::testing::MemoryLog;
+
+    async fn fixture() -> (SharedLog, TopicInfo, TopicInfo) {
+        let log: SharedLog = Arc::new(MemoryLog::new());
+        let commands = log
+            .ensure_topic("agents", "agent.commands", 4)
+            .await
+            .expect("commands");
+        let snapshots = log
+            .ensure_topic("agents", "agent.snapshots", 4)
+            .await
+            .expect("snapshots");
+        (log, commands, snapshots)
+    }
+
+    #[tokio::test]
+    async fn a_later_claim_of_the_same_partition_and_group_makes_the_earlier_stale() {
+        let (log, commands, snapshots) = fixture().await;
+        let old_holder = Fences::new(log.clone(), snapshots.clone());
+        let new_holder = Fences::new(log.clone(), snapshots.clone());
+        let reader = Fences::new(log.clone(), snapshots.clone());
+        let old = old_holder.claim(&commands, "pool", 2, "m1").await.unwrap();
+        // Other partitions and groups do not fence this holder.
+        let other_partition = new_holder.claim(&commands, "pool", 3, "m2").await.unwrap();
+        let other_group = new_holder.claim(&commands, "other", 2, "m2").await.unwrap();
+        assert!(old_holder.is_current(old).await.unwrap());
+        assert!(reader.is_current(old).await.unwrap());
+
+        let new = new_holder.claim(&commands, "pool", 2, "m2").await.unwrap();
+        assert!(new > old, "tokens grow: {old} then {new}");
+        assert!(old_holder.is_stale(old).await.unwrap());
+        assert!(reader.is_stale(old).await.unwrap());
+        assert!(reader.is_current(new).await.unwrap());
+        assert!(reader.is_current(other_partition).await.unwrap());
+        assert!(reader.is_current(other_group).await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn a_reader_asked_about_an_older_token_later_still_finds_it_stale() {
+        let (log, commands, snapshots) = fixture().await;
+        let holders = Fences::new(log.clone(), snapshots.clone());
+        let first = holders.claim(&commands, "pool", 0, "m1").await.unwrap();
+        let second = holders.claim(&commands, "pool", 1, "m1").await.unwrap();
+        let third = holders.claim(&commands, "pool", 0, "m2").await.unwrap();
+        let reader = Fences::new(log.clone(), snapshots.clone());
+        assert!(reader.is_current(second).await.unwrap());
+        // `first` lies before what the reader has read so far.
+        assert!(reader.is_stale(first).await.unwrap());
+        assert!(reader.is_current(third).await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn snapshots_and_unknown_tokens_are_not_claims() {
+        let (log, commands, snapshots) = fixture().await;
+        log.append(
+            &snapshots,
+            CLAIM_PARTITION,
+            vec![crate::testing::record(b"not a claim".to_vec())],
+        )
+        .await
+        .unwrap();
+        let fences = Fences::new(log.clone(), snapshots.clone());
+        // Offset 0 holds no claim: nothing to compare with.
+        assert!(fences.is_current(0).await.unwrap());
+        assert!(fences.is_current(1000).await.unwrap());
+        let token = fences.claim(&commands, "pool", 0, "m1").await.unwrap();
+        assert_eq!(token, 1);
+        assert!(fences.is_current(token).await.unwrap());
+    }
+
+    #[test]
+    fn the_fence_rides_in_the_pinned_metadata_key() {
+        let envelope = agdx_wire::AgentEnvelope::command(
+            agdx_wire::RecordId::from_u128(1),
+            agdx_wire::ConversationId::from_u128(2),
+            agdx_wire::AgentId::new("a").unwrap(),
+            agdx_wire::CorrelationId::from_u128(3),
+            Some("op"),
+            b"x".to_vec(),
+        );
+        assert_eq!(fence_of(&envelope), None);
+        let fenced = with_fence(envelope, 7);
+        assert_eq!(fence_of(&fenced), Some(7));
+        assert!(fenced.validate().is_ok());
+    }
+}
