@@ -10,9 +10,19 @@
 //! partition; once one does, every write it has not made yet must not take
 //! effect.
 //!
-//! A claim is a small CBOR map that no snapshot reader decodes as a fold
-//! snapshot, so snapshots and claims share the topic without noticing each
-//! other. [`Fences`] follows the claims: it learns the claim behind a
+//! A partition changes hands in three records. The member taking it over
+//! first appends a *request*: the current holder, seeing it (or losing the
+//! partition in its group), stops starting work, publishes and commits
+//! what it handled, and appends a *release* of its token. The newcomer
+//! claims once the release is there, or once [`Fences::handover`]'s wait
+//! has passed without one (a holder that crashed or is cut off). So a
+//! holder that hands over in time has nothing in hand for the newcomer to
+//! run again, and a token released before the next claim is never stale:
+//! everything its holder wrote came before the release.
+//!
+//! Claims, requests and releases are small CBOR maps that no snapshot
+//! reader decodes as a fold snapshot, so snapshots and claims share the
+//! topic without noticing each other. [`Fences`] follows the claims: it learns the claim behind a
 //! token, and what was claimed after it, by reading forward from the lowest
 //! token it was asked about, never from the start of the topic.
 //!
@@ -21,7 +31,7 @@
 //! holder writes, and as the record header [`FENCE_HEADER`] (same name, a
 //! `u64`) on its dead-letter capsules, whose format has no metadata.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -47,17 +57,62 @@ struct Claimed {
     partition: u32,
 }
 
-/// A claim record's payload.
+/// What a record of the claim partition says.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Kind {
+    /// The writer holds the partition from here on: its fence token.
+    #[default]
+    Claim,
+    /// The writer asks the holder to hand the partition over.
+    Request,
+    /// The holder of [`ClaimRecord::released`] writes nothing more.
+    Release,
+}
+
+impl Kind {
+    fn is_claim(&self) -> bool {
+        *self == Kind::Claim
+    }
+}
+
+/// A claim record's payload (also of requests and releases).
 #[derive(Debug, Serialize, Deserialize)]
 struct ClaimRecord {
     /// Always [`CLAIM_MARK`]: tells claims from anything else on the topic.
     agdx_claim: u8,
+    /// Absent on claims, so they read as they did before handovers.
+    #[serde(default, skip_serializing_if = "Kind::is_claim")]
+    kind: Kind,
     #[serde(flatten)]
     claimed: Claimed,
     /// The claiming member, for people reading the topic.
     member: String,
     /// Unique per claim: lets its writer find it (appends return no offset).
     nonce: String,
+    /// On a release: the token released.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    released: Option<u64>,
+}
+
+/// Where a holder stands, from what the claim partition says of its token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Standing {
+    /// Nothing later concerns its partition.
+    Current,
+    /// Another member asked for the partition: hand it over.
+    Asked,
+    /// A newer holder claimed the partition before this one released it.
+    Stale,
+}
+
+/// How a wait for the previous holder ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Handover {
+    /// Nobody held the partition, or its holder released it.
+    Released,
+    /// The wait passed without a release.
+    TimedOut,
 }
 
 /// Why a fence could not be claimed or checked.
@@ -115,22 +170,81 @@ pub struct Fences {
     known: Mutex<Known>,
 }
 
-/// Claims read so far: every claim at offsets `range.0..range.1`.
+/// Claims read so far: every record at offsets `range.0..range.1`.
 #[derive(Default)]
 struct Known {
     range: Option<(u64, u64)>,
+    /// What each claim (and request) is for, by offset.
     by_token: HashMap<u64, Claimed>,
-    newest: HashMap<Claimed, u64>,
-    /// Where each claim read sits, by nonce: how a writer finds its own.
+    /// The offsets of the claims of each partition.
+    claims: HashMap<Claimed, BTreeSet<u64>>,
+    /// The newest request for each partition.
+    requested: HashMap<Claimed, u64>,
+    /// Where each released token's first release sits.
+    released: HashMap<u64, u64>,
+    /// Where each record read sits, by nonce: how a writer finds its own.
     by_nonce: HashMap<String, u64>,
 }
 
 impl Known {
-    fn learn(&mut self, offset: u64, claim: ClaimRecord) {
-        let newest = self.newest.entry(claim.claimed.clone()).or_insert(offset);
-        *newest = (*newest).max(offset);
-        self.by_token.insert(offset, claim.claimed);
-        self.by_nonce.insert(claim.nonce, offset);
+    fn learn(&mut self, offset: u64, record: ClaimRecord) {
+        match record.kind {
+            Kind::Claim => {
+                self.claims
+                    .entry(record.claimed.clone())
+                    .or_default()
+                    .insert(offset);
+                self.by_token.insert(offset, record.claimed);
+            }
+            Kind::Request => {
+                let newest = self
+                    .requested
+                    .entry(record.claimed.clone())
+                    .or_insert(offset);
+                *newest = (*newest).max(offset);
+                self.by_token.insert(offset, record.claimed);
+            }
+            Kind::Release => {
+                if let Some(token) = record.released {
+                    let first = self.released.entry(token).or_insert(offset);
+                    *first = (*first).min(offset);
+                }
+            }
+        }
+        self.by_nonce.insert(record.nonce, offset);
+    }
+
+    fn standing(&self, token: u64) -> Standing {
+        let Some(claimed) = self.by_token.get(&token) else {
+            return Standing::Current;
+        };
+        let next_claim = self
+            .claims
+            .get(claimed)
+            .and_then(|claims| claims.range(token + 1..).next());
+        if let Some(&next) = next_claim {
+            return match self.released.get(&token) {
+                Some(&release) if release < next => Standing::Current,
+                _ => Standing::Stale,
+            };
+        }
+        match self.requested.get(claimed) {
+            Some(&request) if request > token => Standing::Asked,
+            _ => Standing::Current,
+        }
+    }
+
+    /// Whether the claim before `request` (of the same partition), if any,
+    /// was released.
+    fn released_before(&self, request: u64) -> bool {
+        let Some(claimed) = self.by_token.get(&request) else {
+            return true;
+        };
+        let previous = self
+            .claims
+            .get(claimed)
+            .and_then(|claims| claims.range(..request).next_back());
+        previous.is_none_or(|token| self.released.contains_key(token))
     }
 }
 
@@ -145,8 +259,8 @@ impl Fences {
     }
 
     /// Claims `partition` of `topic` for `group` on behalf of `member` and
-    /// returns the claim's fence token. Every holder before it is stale
-    /// from now on.
+    /// returns the claim's fence token. Every holder before it that has not
+    /// released the partition is stale from now on.
     pub async fn claim(
         &self,
         topic: &TopicInfo,
@@ -154,17 +268,91 @@ impl Fences {
         partition: u32,
         member: &str,
     ) -> Result<u64, FenceError> {
+        let claimed = Claimed {
+            stream: topic.stream.clone(),
+            topic: topic.topic.clone(),
+            group: group.to_owned(),
+            partition,
+        };
+        self.append_own(Kind::Claim, claimed, member, None).await
+    }
+
+    /// Asks the holder of `partition` to hand it over (see
+    /// [`Self::handover`]); returns where the request sits.
+    pub(crate) async fn request(
+        &self,
+        topic: &TopicInfo,
+        group: &str,
+        partition: u32,
+        member: &str,
+    ) -> Result<u64, FenceError> {
+        let claimed = Claimed {
+            stream: topic.stream.clone(),
+            topic: topic.topic.clone(),
+            group: group.to_owned(),
+            partition,
+        };
+        self.append_own(Kind::Request, claimed, member, None).await
+    }
+
+    /// Says that the holder of `token` writes nothing more. A release that
+    /// lies before the next claim keeps the token from ever being stale.
+    pub(crate) async fn release(&self, token: u64, member: &str) -> Result<(), FenceError> {
+        let claimed = {
+            let mut known = self.known.lock().await;
+            self.cover(&mut known, token).await?;
+            known.by_token.get(&token).cloned()
+        };
+        let Some(claimed) = claimed else {
+            return Ok(());
+        };
+        self.append_own(Kind::Release, claimed, member, Some(token))
+            .await
+            .map(drop)
+    }
+
+    /// Waits until the holder before `request` releases the partition,
+    /// reading the claims every `every`, for at most `wait`. A failed read
+    /// is tried at the next; bounded by `wait`.
+    pub(crate) async fn handover(&self, request: u64, wait: Duration, every: Duration) -> Handover {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            let released = {
+                let mut known = self.known.lock().await;
+                match self.cover_previous(&mut known, request).await {
+                    Ok(()) => known.released_before(request),
+                    Err(error) => {
+                        tracing::debug!(%error, "could not read the partition claims; reading again");
+                        false
+                    }
+                }
+            };
+            if released {
+                return Handover::Released;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Handover::TimedOut;
+            }
+            tokio::time::sleep_until(deadline.min(tokio::time::Instant::now() + every)).await;
+        }
+    }
+
+    /// Appends a record of this process's and returns its offset.
+    async fn append_own(
+        &self,
+        kind: Kind,
+        claimed: Claimed,
+        member: &str,
+        released: Option<u64>,
+    ) -> Result<u64, FenceError> {
         let nonce = ulid::Ulid::new().to_string();
         let record = ClaimRecord {
             agdx_claim: CLAIM_MARK,
-            claimed: Claimed {
-                stream: topic.stream.clone(),
-                topic: topic.topic.clone(),
-                group: group.to_owned(),
-                partition,
-            },
+            kind,
+            claimed,
             member: member.to_owned(),
             nonce: nonce.clone(),
+            released,
         };
         let mut payload = Vec::new();
         ciborium::into_writer(&record, &mut payload)
@@ -190,17 +378,18 @@ impl Fences {
     }
 
     /// Whether a later claim for the same partition and group makes `token`
-    /// stale. A token whose claim is not on the log (another
-    /// implementation's, or one given up to retention) is never stale: there
-    /// is nothing to compare it with.
+    /// stale: one that lies before any release of `token`. A token whose
+    /// claim is not on the log (another implementation's, or one given up to
+    /// retention) is never stale: there is nothing to compare it with.
     pub async fn is_stale(&self, token: u64) -> Result<bool, LogError> {
+        Ok(self.standing(token).await? == Standing::Stale)
+    }
+
+    /// Where the holder of `token` stands (see [`Standing`]).
+    pub(crate) async fn standing(&self, token: u64) -> Result<Standing, LogError> {
         let mut known = self.known.lock().await;
         self.cover(&mut known, token).await?;
-        Ok(known
-            .by_token
-            .get(&token)
-            .and_then(|claimed| known.newest.get(claimed))
-            .is_some_and(|&newest| newest > token))
+        Ok(known.standing(token))
     }
 
     /// Whether the holder of `token` is still current (see [`Self::is_stale`]).
@@ -242,6 +431,29 @@ impl Fences {
         self.scan(known, next, end).await?;
         known.range = Some((start, end.max(next)));
         Ok(())
+    }
+
+    /// Makes `known` cover the claim partition from the claim before
+    /// `request` of the same partition (or from its start) to its end:
+    /// reading backwards a poll at a time, so only as far as that claim.
+    async fn cover_previous(&self, known: &mut Known, request: u64) -> Result<(), LogError> {
+        self.cover(known, request).await?;
+        let Some(claimed) = known.by_token.get(&request).cloned() else {
+            return Ok(());
+        };
+        // Bounded: every turn lowers `from`, which stops at 0.
+        loop {
+            let found = known
+                .claims
+                .get(&claimed)
+                .is_some_and(|claims| claims.range(..request).next_back().is_some());
+            let start = known.range.map_or(0, |(start, _)| start);
+            if found || start == 0 {
+                return Ok(());
+            }
+            let from = start.saturating_sub(u64::from(CLAIM_POLL));
+            self.cover(known, from).await?;
+        }
     }
 
     /// Learns the claims at offsets `from..end` of the claim partition.
@@ -382,6 +594,137 @@ mod tests {
         let token = fences.claim(&commands, "pool", 0, "m1").await.unwrap();
         assert_eq!(token, 1);
         assert!(fences.is_current(token).await.unwrap());
+    }
+
+    const SOON: Duration = Duration::from_millis(10);
+
+    #[tokio::test]
+    async fn a_holder_that_hands_over_before_the_next_claim_is_never_stale() {
+        let (log, commands, snapshots) = fixture().await;
+        let holder = Fences::new(log.clone(), snapshots.clone());
+        let newcomer = Fences::new(log.clone(), snapshots.clone());
+        let old = holder.claim(&commands, "pool", 1, "m1").await.unwrap();
+        // A request for another partition asks nothing of this holder.
+        newcomer.request(&commands, "pool", 2, "m2").await.unwrap();
+        assert_eq!(holder.standing(old).await.unwrap(), Standing::Current);
+
+        let request = newcomer.request(&commands, "pool", 1, "m2").await.unwrap();
+        assert_eq!(holder.standing(old).await.unwrap(), Standing::Asked);
+        assert!(!holder.is_stale(old).await.unwrap(), "asked is not stale");
+        holder.release(old, "m1").await.unwrap();
+        let waited = newcomer
+            .handover(request, Duration::from_secs(30), SOON)
+            .await;
+        assert_eq!(waited, Handover::Released);
+        let new = newcomer.claim(&commands, "pool", 1, "m2").await.unwrap();
+
+        // What the old holder wrote came before its release: readers keep it.
+        let reader = Fences::new(log.clone(), snapshots.clone());
+        assert!(!reader.is_stale(old).await.unwrap());
+        assert_eq!(reader.standing(new).await.unwrap(), Standing::Current);
+    }
+
+    #[tokio::test]
+    async fn a_holder_that_never_hands_over_is_claimed_after_the_wait_and_stale() {
+        let (log, commands, snapshots) = fixture().await;
+        let holder = Fences::new(log.clone(), snapshots.clone());
+        let newcomer = Fences::new(log.clone(), snapshots.clone());
+        let old = holder.claim(&commands, "pool", 0, "m1").await.unwrap();
+        let request = newcomer.request(&commands, "pool", 0, "m2").await.unwrap();
+        let wait = Duration::from_millis(200);
+        let started = std::time::Instant::now();
+        assert_eq!(
+            newcomer.handover(request, wait, SOON).await,
+            Handover::TimedOut
+        );
+        assert!(started.elapsed() >= wait, "waited {:?}", started.elapsed());
+        let new = newcomer.claim(&commands, "pool", 0, "m2").await.unwrap();
+        assert_eq!(holder.standing(old).await.unwrap(), Standing::Stale);
+        // A release after the newer claim comes too late to count.
+        holder.release(old, "m1").await.unwrap();
+        assert!(holder.is_stale(old).await.unwrap());
+        assert!(newcomer.is_current(new).await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn a_new_process_finds_the_previous_holder_far_back_in_the_claims() {
+        let (log, commands, snapshots) = fixture().await;
+        let holder = Fences::new(log.clone(), snapshots.clone());
+        let old = holder.claim(&commands, "pool", 3, "m1").await.unwrap();
+        // More claims of other partitions than one read returns.
+        let others = (0..CLAIM_POLL + 20)
+            .map(|_| crate::testing::record(b"not a claim".to_vec()))
+            .collect();
+        log.append(&snapshots, CLAIM_PARTITION, others)
+            .await
+            .unwrap();
+        let newcomer = Fences::new(log.clone(), snapshots.clone());
+        let request = newcomer.request(&commands, "pool", 3, "m2").await.unwrap();
+        assert_eq!(
+            newcomer
+                .handover(request, Duration::from_millis(100), SOON)
+                .await,
+            Handover::TimedOut,
+            "the unreleased holder at offset {old} is found"
+        );
+        holder.release(old, "m1").await.unwrap();
+        let fresh = Fences::new(log.clone(), snapshots.clone());
+        let request = fresh.request(&commands, "pool", 3, "m3").await.unwrap();
+        assert_eq!(
+            fresh.handover(request, Duration::from_secs(30), SOON).await,
+            Handover::Released
+        );
+    }
+
+    #[tokio::test]
+    async fn a_partition_nobody_held_is_claimed_without_waiting() {
+        let (log, commands, snapshots) = fixture().await;
+        let fences = Fences::new(log.clone(), snapshots.clone());
+        let request = fences.request(&commands, "pool", 0, "m1").await.unwrap();
+        assert_eq!(
+            fences
+                .handover(request, Duration::from_secs(30), SOON)
+                .await,
+            Handover::Released
+        );
+    }
+
+    #[test]
+    fn a_claim_record_has_no_kind_so_it_reads_as_before_handovers() {
+        let record = ClaimRecord {
+            agdx_claim: CLAIM_MARK,
+            kind: Kind::Claim,
+            claimed: Claimed {
+                stream: "s".into(),
+                topic: "t".into(),
+                group: "g".into(),
+                partition: 0,
+            },
+            member: "m".into(),
+            nonce: "n".into(),
+            released: None,
+        };
+        let mut bytes = Vec::new();
+        ciborium::into_writer(&record, &mut bytes).unwrap();
+        let value: ciborium::Value = ciborium::from_reader(&bytes[..]).unwrap();
+        let keys: Vec<_> = value
+            .as_map()
+            .unwrap()
+            .iter()
+            .filter_map(|(k, _)| k.as_text().map(str::to_owned))
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                "agdx_claim",
+                "stream",
+                "topic",
+                "group",
+                "partition",
+                "member",
+                "nonce"
+            ]
+        );
     }
 
     #[test]

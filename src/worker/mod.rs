@@ -99,6 +99,11 @@ pub struct WorkerConfig {
     pub key_retention: KeyRetention,
     /// How often group membership is checked for moved partitions.
     pub rebalance_every: Duration,
+    /// How long a member given a partition waits for its previous holder
+    /// to hand it over (docs/runtime.md, "Fencing") before claiming it
+    /// anyway. A holder that stopped cleanly hands over at once; this wait
+    /// is paid only after one crashed or was cut off from the log.
+    pub handover_wait: Duration,
     /// While a handler runs longer than this, a `status` `progress` record
     /// goes to its requester every interval (which keeps it waiting).
     pub progress_interval: Duration,
@@ -127,6 +132,11 @@ pub struct WorkerConfig {
     pub shutdown_grace: Option<Duration>,
 }
 
+/// How long a member waits for a partition's previous holder to hand it
+/// over, unless configured otherwise: longer than a holder takes to notice a
+/// request (at most a second between records) and to publish what it has.
+pub const DEFAULT_HANDOVER_WAIT: Duration = Duration::from_secs(5);
+
 /// How long a stopping pool waits for its handlers, unless configured otherwise.
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 
@@ -142,6 +152,7 @@ impl Default for WorkerConfig {
             state_dir: None,
             key_retention: KeyRetention::default(),
             rebalance_every: Duration::from_millis(250),
+            handover_wait: DEFAULT_HANDOVER_WAIT,
             progress_interval: heartbeat::DEFAULT_PROGRESS_INTERVAL,
             handler_limit: None,
             card_ttl: crate::cards::DEFAULT_CARD_TTL,

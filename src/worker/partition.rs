@@ -11,8 +11,12 @@
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
+use std::time::Duration;
 
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+
+use crate::fence::{FenceError, Handover, Standing};
 
 use crate::idempotency::StoreError;
 use crate::log::{DEFAULT_POLL_WAIT, LogError, LogRecord, TopicInfo};
@@ -25,20 +29,22 @@ use super::process::{Disposition, Outcome, ProcessError};
 /// A partition and the fence token its task holds it under.
 pub(super) type Held = (u32, u64);
 
-/// Claims one partition, then reads it in order until cancelled or until a
-/// newer holder claims it.
+/// Takes one partition over from its previous holder, then reads it in
+/// order until cancelled, until a newer holder claims it, or until another
+/// member asks for it.
 pub(super) async fn partition_loop(
     ctx: Arc<PartitionContext>,
     partition: u32,
     cancel: CancellationToken,
 ) {
-    let Some(fence) = claim(&ctx, partition, &cancel).await else {
+    let Some(fence) = take_over(&ctx, partition, &cancel).await else {
         return;
     };
     let mut from = None;
     let mut failures = 0u32;
+    let mut checked = Instant::now();
     loop {
-        match turn(&ctx, partition, fence, &mut from, &cancel).await {
+        match turn(&ctx, (partition, fence), &mut from, &mut checked, &cancel).await {
             Ok(Turn::Again) => failures = 0,
             Ok(Turn::Stop) => break,
             Ok(Turn::Fenced) => {
@@ -46,6 +52,15 @@ pub(super) async fn partition_loop(
                     partition,
                     fence,
                     "a newer holder claimed the partition; dropping what this holder had not yet written and stopping its work here"
+                );
+                ctx.fenced_out(partition);
+                return;
+            }
+            Ok(Turn::HandedOver) => {
+                tracing::info!(
+                    partition,
+                    fence,
+                    "another member asked for the partition; handing it over after publishing what this holder handled"
                 );
                 ctx.fenced_out(partition);
                 break;
@@ -63,26 +78,94 @@ pub(super) async fn partition_loop(
             }
         }
     }
+    release(&ctx, partition, fence).await;
 }
 
-/// Appends this holder's claim on `partition` before anything of it is
-/// read: its fence token. `None` when cancelled first.
-async fn claim(ctx: &PartitionContext, partition: u32, cancel: &CancellationToken) -> Option<u64> {
+/// How long a partition task waits for its release to reach the log.
+const RELEASE_WAIT: Duration = Duration::from_secs(5);
+
+/// How often a holder between records, and a member waiting for a
+/// handover, read the claims.
+const HANDOVER_CHECK_EVERY: Duration = Duration::from_millis(250);
+
+/// How often a holder reads the claims between polls, to see a request for
+/// its partition while it handles only unkeyed records (a keyed one reads
+/// them before its handler runs).
+const STANDING_CHECK_EVERY: Duration = Duration::from_secs(1);
+
+/// Says on the log that this holder writes nothing more on `partition`, so
+/// its next holder claims it at once and readers keep what it wrote.
+async fn release(ctx: &PartitionContext, partition: u32, fence: u64) {
+    match tokio::time::timeout(RELEASE_WAIT, ctx.fences.release(fence, &ctx.member)).await {
+        Ok(Ok(())) => tracing::debug!(partition, fence, "released the partition"),
+        Ok(Err(error)) => {
+            tracing::warn!(%error, partition, "could not release the partition; its next holder waits before claiming it")
+        }
+        Err(_) => {
+            tracing::warn!(partition, wait = ?RELEASE_WAIT, "releasing the partition took too long; its next holder waits before claiming it")
+        }
+    }
+}
+
+/// Asks for `partition`, waits for its previous holder to release it (at
+/// most [`super::WorkerConfig::handover_wait`]), and claims it before
+/// anything of it is read: the claim's offset is the fence token. `None`
+/// when cancelled first.
+async fn take_over(
+    ctx: &PartitionContext,
+    partition: u32,
+    cancel: &CancellationToken,
+) -> Option<u64> {
     let commands = &ctx.processor.producer.topology().commands;
+    let request = retrying(cancel, partition, "asking for the partition", || {
+        ctx.fences
+            .request(commands, &ctx.group, partition, &ctx.member)
+    })
+    .await?;
+    let wait = ctx.config.handover_wait;
+    let handover = tokio::select! {
+        _ = cancel.cancelled() => return None,
+        handover = ctx.fences.handover(request, wait, HANDOVER_CHECK_EVERY) => handover,
+    };
+    if handover == Handover::TimedOut {
+        tracing::warn!(
+            partition,
+            ?wait,
+            "the partition's previous holder did not hand it over (it stopped, or is cut off from the log); claiming it, so what it had in hand runs again here"
+        );
+    }
+    let fence = retrying(cancel, partition, "claiming the partition", || {
+        ctx.fences
+            .claim(commands, &ctx.group, partition, &ctx.member)
+    })
+    .await?;
+    tracing::info!(partition, fence, "claimed the partition");
+    Some(fence)
+}
+
+/// Runs `attempt` until it succeeds, backing off after each failure. `None`
+/// when cancelled first.
+async fn retrying<F, Fut>(
+    cancel: &CancellationToken,
+    partition: u32,
+    what: &str,
+    mut attempt: F,
+) -> Option<u64>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<u64, FenceError>>,
+{
     let mut failures = 0u32;
     loop {
-        let claimed = tokio::select! {
+        let result = tokio::select! {
             _ = cancel.cancelled() => return None,
-            claimed = ctx.fences.claim(commands, &ctx.group, partition, &ctx.member) => claimed,
+            result = attempt() => result,
         };
-        match claimed {
-            Ok(fence) => {
-                tracing::info!(partition, fence, "claimed the partition");
-                return Some(fence);
-            }
+        match result {
+            Ok(value) => return Some(value),
             Err(error) => {
                 failures += 1;
-                tracing::warn!(%error, partition, "claiming the partition failed; retrying before reading it");
+                tracing::warn!(%error, partition, "{what} failed; retrying before reading it");
                 if crate::retry::back_off(failures, cancel).await {
                     return None;
                 }
@@ -97,6 +180,9 @@ enum Turn {
     Stop,
     /// A newer holder claimed the partition.
     Fenced,
+    /// Another member asked for the partition; what was handled is
+    /// published and committed.
+    HandedOver,
 }
 
 /// Why a turn of a partition loop failed (it is tried again).
@@ -123,9 +209,9 @@ impl TurnError {
 /// is the next offset to read, known once the committed offset was read.
 async fn turn(
     ctx: &PartitionContext,
-    partition: u32,
-    fence: u64,
+    (partition, fence): Held,
     from: &mut Option<u64>,
+    checked: &mut Instant,
     cancel: &CancellationToken,
 ) -> Result<Turn, TurnError> {
     let processor = &ctx.processor;
@@ -135,6 +221,16 @@ async fn turn(
     if let Some(pause) = ctx.pause.as_ref().filter(|_| ctx.paused()) {
         let cancelled = pause.wait_while_quarantined(cancel).await;
         return Ok(if cancelled { Turn::Stop } else { Turn::Again });
+    }
+    if checked.elapsed() >= STANDING_CHECK_EVERY {
+        // A failed read is no reason to stop: polling tells soon enough
+        // whether the log is there.
+        match ctx.fences.standing(fence).await {
+            Ok(Standing::Current) => *checked = Instant::now(),
+            Ok(Standing::Asked) => return Ok(Turn::HandedOver),
+            Ok(Standing::Stale) => return Ok(Turn::Fenced),
+            Err(error) => tracing::debug!(%error, partition, "could not read the partition claims"),
+        }
     }
     let next = match *from {
         Some(next) => next,
@@ -208,6 +304,7 @@ async fn turn(
         Ok(()) if cancel.is_cancelled() => Ok(Turn::Stop),
         Ok(()) => Ok(Turn::Again),
         Err(BatchError::Fenced | BatchError::Process(ProcessError::Fenced)) => Ok(Turn::Fenced),
+        Err(BatchError::Process(ProcessError::HandingOver)) => Ok(Turn::HandedOver),
         Err(BatchError::Log(LogError::NotOwner { .. })) => {
             tracing::info!(
                 partition,

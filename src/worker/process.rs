@@ -13,7 +13,7 @@ use tracing::Instrument;
 use crate::claim_check::{ClaimCheck, ClaimCheckError, resolve_body};
 use crate::clock::SharedClock;
 use crate::dlq::{MAX_DETAIL_BYTES, dead_letter, shorten};
-use crate::fence::{FenceError, Fences, with_fence};
+use crate::fence::{FenceError, Fences, Standing, with_fence};
 use crate::idempotency::{KeyScope, ProcessedKeys, StoreError};
 use crate::ids::{new_channel_id, new_record_id};
 use crate::log::LogRecord;
@@ -77,6 +77,9 @@ pub(crate) enum ProcessError {
     /// take effect here any more.
     #[error("a newer holder claimed the partition")]
     Fenced,
+    /// Another member asked for the partition: the record is left for it.
+    #[error("another member asked for the partition")]
+    HandingOver,
 }
 
 impl ProcessError {
@@ -85,7 +88,7 @@ impl ProcessError {
             ProcessError::Store(e) => e.is_retryable(),
             ProcessError::Blob(e) => e.is_retryable(),
             ProcessError::Fence(e) => e.is_retryable(),
-            ProcessError::Fenced => false,
+            ProcessError::Fenced | ProcessError::HandingOver => false,
         }
     }
 }
@@ -212,9 +215,14 @@ impl Processor {
             }
             (None, _) => {}
         }
-        // A keyed effect runs only while no newer holder has the partition.
-        if scope.is_some() && self.fences.is_stale(fence).await.map_err(FenceError::Log)? {
-            return Err(ProcessError::Fenced);
+        // A keyed effect runs only while no newer holder has the partition
+        // nor asked for it: what a holder handed over runs once, there.
+        if scope.is_some() {
+            match self.fences.standing(fence).await.map_err(FenceError::Log)? {
+                Standing::Current => {}
+                Standing::Asked => return Err(ProcessError::HandingOver),
+                Standing::Stale => return Err(ProcessError::Fenced),
+            }
         }
         // 7. dispatch by operation (decided with the admission)
         let handler = match dispatch {
