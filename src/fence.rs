@@ -45,7 +45,10 @@ use crate::log::{LogError, LogRecord, OutgoingRecord, SharedLog, TopicInfo};
 pub const CLAIM_PARTITION: u32 = 0;
 
 /// The record header carrying a dead letter's fence token: the same name as
-/// the pinned metadata key, a `u64`.
+/// the pinned metadata key; a raw header of the token's 8 bytes,
+/// little-endian. Raw, because Kafka headers carry no kind and give back
+/// only the AGDX record headers typed: a typed one could not be written
+/// there.
 pub const FENCE_HEADER: &str = agdx_wire::META_FENCE;
 
 /// What a claim is for: one partition of one topic, read by one group.
@@ -517,10 +520,21 @@ pub(crate) fn fence_header(fence: u64) -> (String, HeaderValue) {
     (
         FENCE_HEADER.to_owned(),
         HeaderValue {
-            kind: HeaderKind::Uint64,
+            kind: HeaderKind::Raw,
             bytes: fence.to_le_bytes().to_vec(),
         },
     )
+}
+
+/// The fence token a record carries in its [`FENCE_HEADER`] (a dead
+/// letter's), if any.
+pub fn fence_of_record(record: &LogRecord) -> Option<u64> {
+    let (_, value) = record
+        .headers
+        .iter()
+        .find(|(name, _)| name == FENCE_HEADER)?;
+    let bytes = <[u8; 8]>::try_from(value.bytes.as_slice()).ok()?;
+    Some(u64::from_le_bytes(bytes))
 }
 
 #[cfg(all(test, feature = "testing"))]

@@ -82,7 +82,7 @@ pub use claim_check::{
 };
 pub use clock::{Clock, ManualClock, SharedClock, SystemClock, system_clock};
 pub use dlq::{MAX_DETAIL_BYTES, dead_letter, dead_letter_record};
-pub use fence::{CLAIM_PARTITION, FENCE_HEADER, FenceError, Fences, fence_of};
+pub use fence::{CLAIM_PARTITION, FENCE_HEADER, FenceError, Fences, fence_of, fence_of_record};
 pub use idempotency::{KeyClaim, KeyRetention, KeyScope, ProcessedKeys, StoreError};
 pub use ids::{new_channel_id, new_conversation_id, new_correlation_id, new_record_id};
 pub use producer::{

@@ -6,7 +6,7 @@ use crate::support;
 
 use std::sync::Arc;
 
-use agdx::wire::{BodyRef, ContentType, DeadLetterReason, ErrorCode};
+use agdx::wire::{BodyRef, ContentType, DeadLetter, DeadLetterReason, ErrorCode};
 use agdx::worker::{EchoHandler, Worker};
 use agdx::{
     Answer, AskError, ClaimCheck, CommandRequest, DirBlobStore, Requester, content_type_of,
@@ -96,10 +96,15 @@ async fn a_tampered_blob_is_rejected_with_a_message_naming_the_mismatch() {
             message.contains("SHA-256") && message.contains(&body_ref.reference),
             "{message}"
         );
-        let capsule = eventually("the dead letter", || async {
-            fabric.dead_letters().await.pop()
+        let record = eventually("the dead letter", || async {
+            fabric.records(&fabric.topology.dlq).await.pop()
         })
         .await;
+        assert!(
+            agdx::fence_of_record(&record).is_some(),
+            "the dead letter carries its writer's fence"
+        );
+        let capsule = DeadLetter::decode_valid(&record.payload).expect("a dead-letter capsule");
         assert_eq!(capsule.reason, DeadLetterReason::Rejected);
         assert_eq!(capsule.payload, command.payload);
         assert!(
