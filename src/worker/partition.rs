@@ -51,6 +51,7 @@ pub(super) async fn partition_loop(
                 tracing::warn!(
                     partition,
                     fence,
+                    member = %ctx.member,
                     "a newer holder claimed the partition; dropping what this holder had not yet written and stopping its work here"
                 );
                 ctx.fenced_out(partition);
@@ -60,6 +61,7 @@ pub(super) async fn partition_loop(
                 tracing::info!(
                     partition,
                     fence,
+                    member = %ctx.member,
                     "another member asked for the partition; handing it over after publishing what this holder handled"
                 );
                 ctx.fenced_out(partition);
@@ -97,7 +99,9 @@ const STANDING_CHECK_EVERY: Duration = Duration::from_secs(1);
 /// its next holder claims it at once and readers keep what it wrote.
 async fn release(ctx: &PartitionContext, partition: u32, fence: u64) {
     match tokio::time::timeout(RELEASE_WAIT, ctx.fences.release(fence, &ctx.member)).await {
-        Ok(Ok(())) => tracing::debug!(partition, fence, "released the partition"),
+        Ok(Ok(())) => {
+            tracing::info!(partition, fence, member = %ctx.member, "released the partition")
+        }
         Ok(Err(error)) => {
             tracing::warn!(%error, partition, "could not release the partition; its next holder waits before claiming it")
         }
@@ -131,6 +135,7 @@ async fn take_over(
         tracing::warn!(
             partition,
             ?wait,
+            member = %ctx.member,
             "the partition's previous holder did not hand it over (it stopped, or is cut off from the log); claiming it, so what it had in hand runs again here"
         );
     }
@@ -139,7 +144,7 @@ async fn take_over(
             .claim(commands, &ctx.group, partition, &ctx.member)
     })
     .await?;
-    tracing::info!(partition, fence, "claimed the partition");
+    tracing::info!(partition, fence, member = %ctx.member, "claimed the partition");
     Some(fence)
 }
 
