@@ -397,6 +397,24 @@ async fn process_flushing_meanwhile(
     }
     let waiting = std::mem::take(unflushed);
     let (flushed, outcome) = tokio::join!(flush(ctx, held, waiting, cursor, cancel), process);
-    flushed?;
+    if let Err(error) = flushed {
+        // The partition moved while this record's handler ran: its effect
+        // happened, so its replies go out too (the commit is refused again)
+        // and the next holder finds them instead of running it again.
+        if let (BatchError::Log(LogError::NotOwner { .. }), Ok(outcome)) = (&error, outcome) {
+            let mut handled = Unflushed::default();
+            handled.push(Settled {
+                position: record.position,
+                payload: record.payload.clone(),
+                outcome,
+            });
+            if let Err(again) = flush(ctx, held, handled, cursor, cancel).await
+                && !matches!(again, BatchError::Log(LogError::NotOwner { .. }))
+            {
+                tracing::warn!(error = %again, position = %record.position, "could not publish the replies of a record handled while its partition moved; its next holder runs it again");
+            }
+        }
+        return Err(error);
+    }
     Ok(outcome)
 }
