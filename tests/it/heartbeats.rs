@@ -104,6 +104,21 @@ async fn agdx_ask_shows_that_the_worker_is_still_working() {
             "--progress-interval",
             "300ms",
         ]);
+        // Once the pool answers at all, the short wait below is about the
+        // handler alone, not the worker's start.
+        let (code, out, stderr) = fabric
+            .run_agdx(&[
+                "ask",
+                "--to",
+                "slow",
+                "--operation",
+                "warm-up",
+                "--timeout",
+                "60s",
+                "x",
+            ])
+            .await;
+        assert_eq!((code, out.as_str()), (0, "done\n"), "{stderr}");
         let (code, out, stderr) = fabric
             .run_agdx(&[
                 "ask",
