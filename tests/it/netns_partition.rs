@@ -3,7 +3,7 @@
 //! namespace linked to a switch (`support/netns.rs`). Mid-run the link of
 //! one worker host goes down for longer than the group's session timeout
 //! and comes back. Every acknowledged command is answered, each keyed
-//! command's handler runs once, and the cut-off host's pool rejoins and
+//! command's handler runs once (but see below), and the cut-off host's pool rejoins and
 //! handles commands again. Last, the requester asks with a 700 KiB body:
 //! it crosses from the requester host to a worker host and back through the
 //! blob store on the log.
@@ -13,11 +13,10 @@
 //! Needs root and iproute2 for the namespaces; without any of these it says
 //! so on one line and passes.
 //!
-//! It runs only with `AGDX_TEST_NETNS=1`: today it finds keyed effects
-//! repeated when partitions move (a pool joining, the cut-off host coming
-//! back), on Iggy about one run in two and on Tansu in most runs, and CI
-//! must not depend on that. Every acknowledged command is answered in
-//! every run.
+//! A handler that ran on the cut-off host just as its link went down, and
+//! whose reply never reached the log, runs again on its next holder:
+//! nothing on the log says it ran. The test tells such a key from any
+//! other repeat by its first run's fence, and fails on any other repeat.
 //!
 //! The requester is this test binary run again on the requester host, as
 //! the ignored test [`requester`] with its orders in the environment: a
@@ -34,8 +33,8 @@ use std::time::{Duration, Instant};
 use agdx::log::LogSpec;
 use agdx::wire::{AgentEnvelope, AgentId, IdempotencyKey, Kind};
 use agdx::{
-    Answer, ClaimCheck, CommandRequest, DEFAULT_CLAIM_CHECK_THRESHOLD, LogBlobStore, Producer,
-    Requester, TopologyConfig, fence_of,
+    Answer, ClaimCheck, CommandRequest, DEFAULT_CLAIM_CHECK_THRESHOLD, Fences, LogBlobStore,
+    Producer, Requester, TopologyConfig, fence_of,
 };
 use support::fabric::lines_of;
 use support::netns::{Host, Network};
@@ -76,6 +75,11 @@ impl Files {
     /// `KEY HOST` per handler run, written by the workers.
     fn runs(&self) -> PathBuf {
         self.dir.join("runs")
+    }
+    /// Fences of handler runs whose holder was claimed over before it
+    /// released the partition, one per line, written by the requester.
+    fn stale(&self) -> PathBuf {
+        self.dir.join("stale")
     }
     /// Present once the link is back: keys after it are `after-N`.
     fn restored(&self) -> PathBuf {
@@ -165,11 +169,6 @@ async fn kafka_workers_survive_a_cut_off_host() {
 
 async fn partition_run(server: Server) {
     let skip = |why: &str| support::say_skipped_once(&format!("netns {}", server.name()), why);
-    if std::env::var_os("AGDX_TEST_NETNS").is_none_or(|v| v != "1") {
-        return skip(
-            "set AGDX_TEST_NETNS=1 to run it; keyed effects still repeat when partitions move between hosts",
-        );
-    }
     let binary = match server.binary() {
         Ok(binary) => binary,
         Err(why) => return skip(&why),
@@ -262,7 +261,8 @@ async fn partition_run(server: Server) {
     )
     .await;
     std::fs::write(files.stop(), b"").expect("tell the requester to stop");
-    let status = tokio::time::timeout(LIMIT, requester.wait())
+    // Longer than the requester's own bounded waits.
+    let status = tokio::time::timeout(3 * LIMIT, requester.wait())
         .await
         .expect("the requester finishes")
         .expect("wait for the requester");
@@ -272,13 +272,14 @@ async fn partition_run(server: Server) {
     );
 
     let acknowledged: HashSet<String> = lines_of(&files.acknowledged()).into_iter().collect();
-    // `KEY FENCE` per reply on the log (a key answered again has more).
+    // `KEY FENCE` per reply (a key answered again has more).
     let replies: HashSet<(String, String)> = lines_of(&files.answered())
         .iter()
         .filter_map(|line| line.split_once(' '))
         .map(|(key, fence)| (key.to_owned(), fence.to_owned()))
         .collect();
     let answered: HashSet<String> = replies.iter().map(|(key, _)| key.clone()).collect();
+    let stale: HashSet<String> = lines_of(&files.stale()).into_iter().collect();
     let unanswered: Vec<_> = acknowledged.difference(&answered).collect();
     assert!(
         unanswered.is_empty(),
@@ -296,9 +297,11 @@ async fn partition_run(server: Server) {
             .or_default()
             .push((host.to_owned(), fence.to_owned()));
     }
-    // A handler that ran on the host being cut off, whose reply never
-    // reached the log, runs again on the next holder: nothing can tell
-    // whether its effect happened. Every other key runs once.
+    // A handler that ran on the host being cut off, just before its link
+    // went down, runs again on the next holder when its reply did not reach
+    // the log before that holder claimed the partition (after waiting for a
+    // release that could not come): nothing told the next holder it ran.
+    // Every other key runs once.
     let mut lost_in_the_cut = Vec::new();
     let mut repeated = Vec::new();
     for (key, hosts) in &runs {
@@ -308,9 +311,8 @@ async fn partition_run(server: Server) {
         if again.is_empty() {
             continue;
         }
-        let cut_off_unanswered = first_host == "h1"
-            && again.len() == 1
-            && !replies.contains(&(key.clone(), first_fence.clone()));
+        let cut_off_unanswered =
+            first_host == "h1" && again.len() == 1 && stale.contains(first_fence);
         if cut_off_unanswered {
             lost_in_the_cut.push(key);
         } else {
@@ -411,6 +413,7 @@ async fn requester() {
     }
 
     // Bounded by LIMIT: partitions may still be moving between the pools.
+    let fences = Fences::new(log.clone(), topology.snapshots.clone());
     let started = Instant::now();
     let replies = loop {
         let mut replies = HashSet::new();
@@ -449,6 +452,19 @@ async fn requester() {
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     };
+    // Which fences of the handler runs a newer holder claimed over before
+    // they were released: their holders were taken over after the wait.
+    let mut stale = Vec::new();
+    let run_fences: HashSet<u64> = lines_of(&files.runs())
+        .iter()
+        .filter_map(|run| run.split(' ').nth(2)?.parse().ok())
+        .collect();
+    for fence in run_fences {
+        if fences.is_stale(fence).await.expect("read the claims") {
+            stale.push(fence.to_string());
+        }
+    }
+    std::fs::write(files.stale(), stale.join("\n") + "\n").expect("write the stale fences");
     ask_large_body(&log, &topology_config(stream)).await;
     let mut lines: Vec<String> = replies.into_iter().collect();
     lines.sort();
