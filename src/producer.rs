@@ -37,7 +37,7 @@ use crate::claim_check::{ClaimCheck, ClaimCheckError};
 use crate::ids::{new_channel_id, new_conversation_id, new_correlation_id, new_record_id};
 use crate::log::{Append, LogError, OutgoingRecord, SharedLog, TopicInfo};
 use crate::routing::{card_conversation, conversation_for_key, partition_of};
-use crate::topology::Topology;
+use crate::topology::{CommandRouting, Topology};
 use crate::trust::{META_REASON, QuarantineWatch, Quarantined, Signer};
 
 /// Why something could not be produced.
@@ -301,6 +301,8 @@ struct ProducerInner {
     signer: Option<Signer>,
     quarantine: Option<Arc<QuarantineWatch>>,
     bridge_hop: Option<String>,
+    /// The inbox topics resolved so far, by agent (inbox routing only).
+    inboxes: Arc<dashmap::DashMap<AgentId, TopicInfo>>,
 }
 
 impl Producer {
@@ -315,6 +317,7 @@ impl Producer {
                 signer: None,
                 quarantine: None,
                 bridge_hop: None,
+                inboxes: Arc::default(),
             }),
         }
     }
@@ -380,13 +383,34 @@ impl Producer {
         self.inner.claim_check.as_ref()
     }
 
-    /// Sends a command to `agent.commands`. A correlation is minted when the
+    /// Sends a command to the topic [`commands_topic`](Self::commands_topic)
+    /// names for its target. A correlation is minted when the
     /// request has none, and a conversation too (derived from the key for a
     /// keyed command; see [`CommandRequest::conversation`]).
     pub async fn command(&self, request: CommandRequest) -> Result<Sent, ProduceError> {
+        let topic = self.commands_topic(request.target.as_ref()).await?;
         let (outgoing, _) = self.build_command(request);
-        self.publish_one(&self.inner.topology.commands, outgoing)
-            .await
+        self.publish_one(&topic, outgoing).await
+    }
+
+    /// The topic a command addressed to `target` goes to: with
+    /// [`CommandRouting::Inbox`] the target's inbox, created when missing
+    /// and remembered; otherwise, and for a command without a target,
+    /// `agent.commands`.
+    pub async fn commands_topic(&self, target: Option<&AgentId>) -> Result<TopicInfo, LogError> {
+        let topology = &self.inner.topology;
+        let Some(target) = target.filter(|_| topology.inboxes.routing == CommandRouting::Inbox)
+        else {
+            return Ok(topology.commands.clone());
+        };
+        if let Some(topic) = self.inner.inboxes.get(target) {
+            return Ok(topic.clone());
+        }
+        let topic = topology
+            .open_inbox(self.inner.log.as_ref(), target)
+            .await?;
+        self.inner.inboxes.insert(target.clone(), topic.clone());
+        Ok(topic)
     }
 
     /// Sends many commands, one append per partition: the same as
@@ -425,11 +449,13 @@ impl Producer {
         &self,
         requests: Vec<CommandRequest>,
     ) -> Result<PreparedBatch, ProduceError> {
-        let outgoing = requests
-            .into_iter()
-            .map(|r| self.build_command(r).0)
-            .collect();
-        self.prepare(&self.inner.topology.commands, outgoing).await
+        let mut batch = PreparedBatch::default();
+        for request in requests {
+            let topic = self.commands_topic(request.target.as_ref()).await?;
+            let (outgoing, _) = self.build_command(request);
+            batch.push(&topic, self.prepare_one(&topic, outgoing).await?);
+        }
+        Ok(batch)
     }
 
     /// Builds (without sending) the command envelope of `request`.
@@ -713,11 +739,11 @@ impl Producer {
         topic: &TopicInfo,
         items: Vec<Outgoing>,
     ) -> Result<PreparedBatch, ProduceError> {
-        let mut prepared = Vec::with_capacity(items.len());
+        let mut batch = PreparedBatch::default();
         for item in items {
-            prepared.push(self.prepare_one(topic, item).await?);
+            batch.push(topic, self.prepare_one(topic, item).await?);
         }
-        Ok(PreparedBatch::new(topic, prepared))
+        Ok(batch)
     }
 
     /// Appends a batch made by [`prepare_commands`](Self::prepare_commands)
@@ -730,12 +756,8 @@ impl Producer {
     /// limit. To try again after a retryable error with the same record
     /// ids, clone the batch before publishing it.
     pub async fn publish_prepared(&self, batch: PreparedBatch) -> Result<Vec<Sent>, ProduceError> {
-        let PreparedBatch {
-            topic,
-            sent,
-            by_partition,
-        } = batch;
-        self.append_by_partition(&topic, by_partition).await?;
+        let PreparedBatch { sent, by_topic } = batch;
+        self.append_by_partition(by_topic).await?;
         Ok(sent)
     }
 
@@ -759,7 +781,7 @@ impl Producer {
                 .push_bridge_hop(hop);
         }
         if let (Some(watch), Some(target)) = (&self.inner.quarantine, &envelope.target)
-            && topic == &self.inner.topology.commands
+            && self.inner.topology.is_commands(topic)
         {
             watch.check(target)?;
         }
@@ -804,16 +826,18 @@ impl Producer {
         })
     }
 
-    /// One append per partition, all in flight at once (the embedded log
-    /// commits them together; Iggy takes them on one connection).
-    async fn append_by_partition(
-        &self,
-        topic: &TopicInfo,
-        by_partition: BTreeMap<u32, Vec<OutgoingRecord>>,
-    ) -> Result<(), LogError> {
-        let appends = by_partition.into_iter().map(|(partition, records)| {
-            let span = tracing::debug_span!("append", topic = %topic.topic, partition, records = records.len());
-            self.inner.log.append(topic, partition, records).instrument(span)
+    /// One append per topic and partition, all in flight at once (the
+    /// embedded log commits them together; Iggy takes them on one
+    /// connection).
+    async fn append_by_partition(&self, by_topic: Vec<ByPartition>) -> Result<(), LogError> {
+        let appends = by_topic.iter().flat_map(|(topic, by_partition)| {
+            by_partition.iter().map(move |(&partition, records)| {
+                let span = tracing::debug_span!("append", topic = %topic.topic, partition, records = records.len());
+                self.inner
+                    .log
+                    .append(topic, partition, records.clone())
+                    .instrument(span)
+            })
         });
         futures_util::future::try_join_all(appends).await?;
         Ok(())
@@ -822,16 +846,27 @@ impl Producer {
 
 /// Prepared records for `topic` as one batch per partition, in order.
 pub(crate) fn appends(topic: &TopicInfo, prepared: Vec<Prepared>) -> Vec<Append> {
-    PreparedBatch::new(topic, prepared)
-        .by_partition
+    let mut batch = PreparedBatch::default();
+    for one in prepared {
+        batch.push(topic, one);
+    }
+    batch
+        .by_topic
         .into_iter()
-        .map(|(partition, records)| Append {
-            topic: topic.clone(),
-            partition,
-            records,
+        .flat_map(|(topic, by_partition)| {
+            by_partition
+                .into_iter()
+                .map(move |(partition, records)| Append {
+                    topic: topic.clone(),
+                    partition,
+                    records,
+                })
         })
         .collect()
 }
+
+/// One topic's records of a batch, by partition.
+type ByPartition = (TopicInfo, BTreeMap<u32, Vec<OutgoingRecord>>);
 
 /// A record ready to append, and what it carries.
 #[derive(Debug, Clone)]
@@ -842,39 +877,44 @@ pub(crate) struct Prepared {
     pub record: OutgoingRecord,
 }
 
-/// Records ready to append to one topic, already grouped by partition, and
+/// Records ready to append, already grouped by topic and partition, and
 /// what each one is: made by [`Producer::prepare_commands`] or
-/// [`Producer::prepare`], appended by [`Producer::publish_prepared`].
+/// [`Producer::prepare`], appended by [`Producer::publish_prepared`]. A
+/// batch of commands goes to one topic, `agent.commands`, except with the
+/// inbox routing, where each target's commands go to its inbox.
 ///
-/// It holds everything the append needs (the topic, each record's
-/// partition, headers and payload) and what the publish reports (each
-/// record's [`Sent`]), so it can wait, move to another task, or be cloned
-/// to be published again with the same record ids.
-#[derive(Debug, Clone)]
+/// It holds everything the append needs (each record's topic, partition,
+/// headers and payload) and what the publish reports (each record's
+/// [`Sent`]), so it can wait, move to another task, or be cloned to be
+/// published again with the same record ids.
+#[derive(Debug, Clone, Default)]
 pub struct PreparedBatch {
-    topic: TopicInfo,
     sent: Vec<Sent>,
-    by_partition: BTreeMap<u32, Vec<OutgoingRecord>>,
+    by_topic: Vec<ByPartition>,
 }
 
 impl PreparedBatch {
-    fn new(topic: &TopicInfo, prepared: Vec<Prepared>) -> Self {
-        let mut sent = Vec::with_capacity(prepared.len());
-        let mut by_partition: BTreeMap<u32, Vec<OutgoingRecord>> = BTreeMap::new();
-        for Prepared { sent: one, record } in prepared {
-            by_partition.entry(one.partition).or_default().push(record);
-            sent.push(one);
-        }
-        Self {
-            topic: topic.clone(),
-            sent,
-            by_partition,
-        }
+    /// Adds `prepared`, bound for `topic`, after what the batch holds.
+    fn push(&mut self, topic: &TopicInfo, prepared: Prepared) {
+        let Prepared { sent, record } = prepared;
+        let index = match self.by_topic.iter().position(|(t, _)| t == topic) {
+            Some(index) => index,
+            None => {
+                self.by_topic.push((topic.clone(), BTreeMap::new()));
+                self.by_topic.len() - 1
+            }
+        };
+        self.by_topic[index]
+            .1
+            .entry(sent.partition)
+            .or_default()
+            .push(record);
+        self.sent.push(sent);
     }
 
-    /// The topic it goes to.
-    pub fn topic(&self) -> &TopicInfo {
-        &self.topic
+    /// The topics it goes to, in the order first prepared for.
+    pub fn topics(&self) -> impl Iterator<Item = &TopicInfo> {
+        self.by_topic.iter().map(|(topic, _)| topic)
     }
 
     /// What each record is and where it goes, in the order prepared: what
@@ -883,12 +923,15 @@ impl PreparedBatch {
         &self.sent
     }
 
-    /// The records, by partition in ascending order, each partition's in
+    /// The records, topic by topic as [`topics`](Self::topics) lists them,
+    /// each topic's by partition in ascending order, each partition's in
     /// the order prepared: exactly what will be appended.
-    pub fn records(&self) -> impl Iterator<Item = (u32, &[OutgoingRecord])> {
-        self.by_partition
-            .iter()
-            .map(|(&partition, records)| (partition, records.as_slice()))
+    pub fn records(&self) -> impl Iterator<Item = (&TopicInfo, u32, &[OutgoingRecord])> {
+        self.by_topic.iter().flat_map(|(topic, by_partition)| {
+            by_partition
+                .iter()
+                .map(move |(&partition, records)| (topic, partition, records.as_slice()))
+        })
     }
 }
 
