@@ -301,9 +301,23 @@ struct ProducerInner {
     signer: Option<Signer>,
     quarantine: Option<Arc<QuarantineWatch>>,
     bridge_hop: Option<String>,
-    /// The inbox topics resolved so far, by agent (inbox routing only).
-    inboxes: Arc<dashmap::DashMap<AgentId, TopicInfo>>,
+    /// What is known of agents' inbox topics (inbox routing only).
+    inboxes: Arc<dashmap::DashMap<AgentId, Inbox>>,
 }
+
+/// What a producer knows of one agent's inbox topic.
+#[derive(Clone)]
+enum Inbox {
+    /// It exists: commands to the agent go there.
+    Found(TopicInfo),
+    /// It did not exist when looked for at this instant.
+    Missing(std::time::Instant),
+}
+
+/// How long a producer sends to `agent.commands` for an agent whose inbox
+/// it found missing before it looks again: a pool started meanwhile with
+/// the inbox routing reads `agent.commands` too, so nothing waits on it.
+const INBOX_RECHECK: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl Producer {
     /// A producer writing as `source` into `topology` on `log`.
@@ -394,23 +408,37 @@ impl Producer {
     }
 
     /// The topic a command addressed to `target` goes to: with
-    /// [`CommandRouting::Inbox`] the target's inbox, created when missing
-    /// and remembered; otherwise, and for a command without a target,
-    /// `agent.commands`.
+    /// [`CommandRouting::Inbox`] the target's inbox when it exists (a pool
+    /// with the inbox routing creates it), else `agent.commands`, which
+    /// every pool reads; without the inbox routing, and for a command
+    /// without a target, `agent.commands`. A found inbox is remembered; a
+    /// missing one is looked for again after a few seconds.
     pub async fn commands_topic(&self, target: Option<&AgentId>) -> Result<TopicInfo, LogError> {
         let topology = &self.inner.topology;
+        let shared = || Ok(topology.commands.clone());
         let Some(target) = target.filter(|_| topology.inboxes.routing == CommandRouting::Inbox)
         else {
-            return Ok(topology.commands.clone());
+            return shared();
         };
-        if let Some(topic) = self.inner.inboxes.get(target) {
-            return Ok(topic.clone());
+        let known = self.inner.inboxes.get(target).map(|known| known.clone());
+        match known {
+            Some(Inbox::Found(topic)) => return Ok(topic),
+            Some(Inbox::Missing(at)) if at.elapsed() < INBOX_RECHECK => return shared(),
+            _ => {}
         }
-        let topic = topology
-            .open_inbox(self.inner.log.as_ref(), target)
-            .await?;
-        self.inner.inboxes.insert(target.clone(), topic.clone());
-        Ok(topic)
+        match topology.find_inbox(self.inner.log.as_ref(), target).await? {
+            Some(topic) => {
+                self.inner
+                    .inboxes
+                    .insert(target.clone(), Inbox::Found(topic.clone()));
+                Ok(topic)
+            }
+            None => {
+                let missing = Inbox::Missing(std::time::Instant::now());
+                self.inner.inboxes.insert(target.clone(), missing);
+                shared()
+            }
+        }
     }
 
     /// Sends many commands, one append per partition: the same as

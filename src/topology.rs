@@ -63,9 +63,13 @@ pub enum CommandRouting {
     #[default]
     Shared,
     /// A command addressed to agent X goes to X's own inbox topic
-    /// ([`inbox_topic_name`], created on demand), so X's pool reads only
-    /// its own commands. Pools read their inbox **and** `agent.commands`, so
-    /// requesters of either routing reach them; commands without a target
+    /// ([`inbox_topic_name`]), so X's pool reads only its own commands.
+    ///
+    /// Both sides keep working with peers of the other routing: a pool with
+    /// this routing creates its inbox when it starts and reads it **and**
+    /// `agent.commands`; a producer sends to X's inbox only when that topic
+    /// exists, and to `agent.commands` otherwise (X's pool then reads the
+    /// shared topic, whichever routing it has). Commands without a target
     /// and events stay on `agent.commands`.
     Inbox,
 }
@@ -332,7 +336,9 @@ impl Topology {
     ) -> Result<Vec<TopicInfo>, LogError> {
         Ok(match self.inboxes.routing {
             CommandRouting::Shared => vec![self.commands.clone()],
-            CommandRouting::Inbox => vec![self.open_inbox(log, agent).await?, self.commands.clone()],
+            CommandRouting::Inbox => {
+                vec![self.open_inbox(log, agent).await?, self.commands.clone()]
+            }
         })
     }
 }
