@@ -449,6 +449,13 @@ async fn the_topology_flag_routes_the_command_line_through_inboxes() {
             "one command in the inbox"
         );
         assert!(fabric.records(&fabric.topology.commands).await.is_empty());
+        let (code, tailed, stderr) = fabric
+            .run_agdx(&["tail", "--topic", "agent.inbox.copier"])
+            .await;
+        assert_eq!(code, 0, "{stderr}");
+        let lines = support::json_lines(&tailed);
+        assert_eq!(lines.len(), 1, "{tailed}");
+        assert_eq!(lines[0]["topic"], "agent.inbox.copier");
 
         // The default is the shared topic, which the inbox pool reads too.
         let (code, stdout, stderr) = fabric
