@@ -23,22 +23,28 @@
 //! # Ok(()) }
 //! ```
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use agdx_wire::{
-    AgentCard, AgentEnvelope, AgentId, BodyRef, ChannelId, ContentType, ConversationId,
-    CorrelationId, ErrorBody, HeaderCapError, IdempotencyKey, LogPosition, Metadata, RecordId,
-    StreamPurpose, TaskState, TokenUsage, ValidationError, check_header_caps, record_headers,
+    AgentCard, AgentEnvelope, AgentId, BodyRef, ContentType, ConversationId, CorrelationId,
+    ErrorBody, HeaderCapError, IdempotencyKey, LogPosition, Metadata, RecordId, StreamPurpose,
+    TaskState, ValidationError, check_header_caps, record_headers,
 };
 use tracing::Instrument;
 
 use crate::claim_check::{ClaimCheck, ClaimCheckError};
-use crate::ids::{new_channel_id, new_conversation_id, new_correlation_id, new_record_id};
-use crate::log::{Append, LogError, OutgoingRecord, SharedLog, TopicInfo};
+use crate::ids::{new_conversation_id, new_correlation_id, new_record_id};
+use crate::log::{LogError, OutgoingRecord, SharedLog, TopicInfo};
 use crate::routing::{card_conversation, conversation_for_key, partition_of};
 use crate::topology::{CommandRouting, Topology};
 use crate::trust::{META_REASON, QuarantineWatch, Quarantined, Signer};
+
+mod chunks;
+mod prepared;
+
+pub use chunks::ChunkWriter;
+pub use prepared::PreparedBatch;
+pub(crate) use prepared::{ByPartition, Prepared, appends};
 
 /// Why something could not be produced.
 #[derive(Debug, thiserror::Error)]
@@ -712,18 +718,7 @@ impl Producer {
         purpose: StreamPurpose,
         deadline_micros: Option<u64>,
     ) -> ChunkWriter {
-        ChunkWriter {
-            producer: self.clone(),
-            to: to.clone(),
-            channel: new_channel_id(),
-            purpose,
-            deadline_micros,
-            content_type: ContentType::Raw,
-            next_sequence: 0,
-            batch: 1,
-            pending: Vec::new(),
-            recorder: None,
-        }
+        ChunkWriter::new(self.clone(), to.clone(), purpose, deadline_micros)
     }
 
     /// Publishes one envelope to `topic`.
@@ -869,241 +864,5 @@ impl Producer {
         });
         futures_util::future::try_join_all(appends).await?;
         Ok(())
-    }
-}
-
-/// Prepared records for `topic` as one batch per partition, in order.
-pub(crate) fn appends(topic: &TopicInfo, prepared: Vec<Prepared>) -> Vec<Append> {
-    let mut batch = PreparedBatch::default();
-    for one in prepared {
-        batch.push(topic, one);
-    }
-    batch
-        .by_topic
-        .into_iter()
-        .flat_map(|(topic, by_partition)| {
-            by_partition
-                .into_iter()
-                .map(move |(partition, records)| Append {
-                    topic: topic.clone(),
-                    partition,
-                    records,
-                })
-        })
-        .collect()
-}
-
-/// One topic's records of a batch, by partition.
-type ByPartition = (TopicInfo, BTreeMap<u32, Vec<OutgoingRecord>>);
-
-/// A record ready to append, and what it carries.
-#[derive(Debug, Clone)]
-pub(crate) struct Prepared {
-    /// Where it goes and its ids.
-    pub sent: Sent,
-    /// Headers and payload.
-    pub record: OutgoingRecord,
-}
-
-/// Records ready to append, already grouped by topic and partition, and
-/// what each one is: made by [`Producer::prepare_commands`] or
-/// [`Producer::prepare`], appended by [`Producer::publish_prepared`]. A
-/// batch of commands goes to one topic, `agent.commands`, except with the
-/// inbox routing, where each target's commands go to its inbox.
-///
-/// It holds everything the append needs (each record's topic, partition,
-/// headers and payload) and what the publish reports (each record's
-/// [`Sent`]), so it can wait, move to another task, or be cloned to be
-/// published again with the same record ids.
-#[derive(Debug, Clone, Default)]
-pub struct PreparedBatch {
-    sent: Vec<Sent>,
-    by_topic: Vec<ByPartition>,
-}
-
-impl PreparedBatch {
-    /// Adds `prepared`, bound for `topic`, after what the batch holds.
-    fn push(&mut self, topic: &TopicInfo, prepared: Prepared) {
-        let Prepared { sent, record } = prepared;
-        let index = match self.by_topic.iter().position(|(t, _)| t == topic) {
-            Some(index) => index,
-            None => {
-                self.by_topic.push((topic.clone(), BTreeMap::new()));
-                self.by_topic.len() - 1
-            }
-        };
-        self.by_topic[index]
-            .1
-            .entry(sent.partition)
-            .or_default()
-            .push(record);
-        self.sent.push(sent);
-    }
-
-    /// The topics it goes to, in the order first prepared for.
-    pub fn topics(&self) -> impl Iterator<Item = &TopicInfo> {
-        self.by_topic.iter().map(|(topic, _)| topic)
-    }
-
-    /// What each record is and where it goes, in the order prepared: what
-    /// [`Producer::publish_prepared`] returns.
-    pub fn sent(&self) -> &[Sent] {
-        &self.sent
-    }
-
-    /// The records, topic by topic as [`topics`](Self::topics) lists them,
-    /// each topic's by partition in ascending order, each partition's in
-    /// the order prepared: exactly what will be appended.
-    pub fn records(&self) -> impl Iterator<Item = (&TopicInfo, u32, &[OutgoingRecord])> {
-        self.by_topic.iter().flat_map(|(topic, by_partition)| {
-            by_partition
-                .iter()
-                .map(move |(&partition, records)| (topic, partition, records.as_slice()))
-        })
-    }
-}
-
-/// Writes one chunk stream: an opening chunk naming the purpose, middle
-/// chunks, then `finish` or `fail`. Sequences count from 0.
-///
-/// With [`batch`](ChunkWriter::batch) above 1, chunks are held back and
-/// appended together (fewer appends, later delivery).
-pub struct ChunkWriter {
-    producer: Producer,
-    to: ReplyTo,
-    channel: ChannelId,
-    purpose: StreamPurpose,
-    deadline_micros: Option<u64>,
-    content_type: ContentType,
-    next_sequence: u64,
-    batch: usize,
-    pending: Vec<Outgoing>,
-    recorder: Option<ReplyRecorder>,
-}
-
-impl ChunkWriter {
-    /// The stream's channel id.
-    pub fn channel(&self) -> ChannelId {
-        self.channel
-    }
-
-    /// Holds back up to `chunks` chunks per append (1: append each at once).
-    pub fn batch(mut self, chunks: usize) -> Self {
-        self.batch = chunks.max(1);
-        self
-    }
-
-    /// Names the codec of the chunk bodies.
-    pub fn content_type(mut self, content_type: ContentType) -> Self {
-        self.content_type = content_type;
-        self
-    }
-
-    pub(crate) fn record_into(mut self, recorder: ReplyRecorder) -> Self {
-        self.recorder = Some(recorder);
-        self
-    }
-
-    /// The chunk with the next sequence number, addressed and validated.
-    fn chunk(
-        &self,
-        body: Vec<u8>,
-        last: Option<(Option<&str>, Option<TokenUsage>)>,
-    ) -> Result<AgentEnvelope, ProduceError> {
-        let source = self.producer.inner.source.clone();
-        let (conversation, correlation, channel) =
-            (self.to.conversation, self.to.correlation, self.channel);
-        let chunk = match std::num::NonZeroU64::new(self.next_sequence) {
-            None => {
-                let open = AgentEnvelope::chunk_open(
-                    conversation,
-                    source,
-                    correlation,
-                    channel,
-                    self.purpose,
-                    body,
-                );
-                match self.deadline_micros {
-                    Some(deadline) => open.with_deadline_micros(deadline),
-                    None => open,
-                }
-            }
-            Some(seq) => {
-                AgentEnvelope::chunk(conversation, source, correlation, channel, seq, body)
-            }
-        };
-        let chunk = match last {
-            Some((finish_reason, usage)) => chunk.as_last(finish_reason, usage),
-            None => chunk,
-        };
-        let chunk = self.to.address(chunk);
-        // Checked here, before the sequence number is used up, so a bad
-        // chunk leaves no gap in the stream.
-        chunk.validate()?;
-        Ok(chunk)
-    }
-
-    async fn push(
-        &mut self,
-        envelope: AgentEnvelope,
-        content_type: ContentType,
-        force: bool,
-    ) -> Result<(), ProduceError> {
-        let outgoing = Outgoing::new(envelope, content_type);
-        if let Some(recorder) = &self.recorder {
-            crate::log::lock(recorder).push(outgoing.clone());
-        }
-        self.pending.push(outgoing);
-        if force || self.pending.len() >= self.batch {
-            self.flush().await?;
-        }
-        Ok(())
-    }
-
-    /// Appends the chunks held back so far. When the append fails they stay
-    /// held back, to go out with the next flush.
-    pub async fn flush(&mut self) -> Result<(), ProduceError> {
-        if self.pending.is_empty() {
-            return Ok(());
-        }
-        let responses = &self.producer.inner.topology.responses;
-        self.producer
-            .publish(responses, self.pending.clone())
-            .await?;
-        self.pending.clear();
-        Ok(())
-    }
-
-    /// Sends the next chunk (non-empty).
-    pub async fn send(&mut self, body: Vec<u8>) -> Result<(), ProduceError> {
-        let chunk = self.chunk(body, None)?;
-        self.next_sequence += 1;
-        self.push(chunk, self.content_type, false).await
-    }
-
-    /// Ends the stream with a last chunk carrying `body` (may be empty), the
-    /// finish reason and usage, and appends everything held back.
-    pub async fn finish(
-        mut self,
-        body: Vec<u8>,
-        finish_reason: Option<&str>,
-        usage: Option<TokenUsage>,
-    ) -> Result<(), ProduceError> {
-        let last = self.chunk(body, Some((finish_reason, usage)))?;
-        self.push(last, self.content_type, true).await
-    }
-
-    /// Ends the stream with an `error` carrying the channel.
-    pub async fn fail(mut self, error: &ErrorBody) -> Result<(), ProduceError> {
-        let envelope = AgentEnvelope::error(
-            new_record_id(),
-            self.to.conversation,
-            self.producer.inner.source.clone(),
-            self.to.correlation,
-            error,
-        )
-        .with_stream_terminal(self.channel, self.next_sequence);
-        let envelope = self.to.address(envelope);
-        self.push(envelope, ContentType::Cbor, true).await
     }
 }

@@ -533,7 +533,12 @@ async fn measure_commit_lag(ctx: Arc<PartitionContext>, partitions: Vec<u32>) {
                 (Some(last), None) => last + 1,
                 (None, _) => 0,
             };
-            crate::metrics::commit_lag(ctx.processor.agent.as_str(), partition, lag);
+            crate::metrics::commit_lag(
+                ctx.processor.agent.as_str(),
+                &commands.topic,
+                partition,
+                lag,
+            );
         }
     }
 }
