@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 
 use crate::log::{Append, OutgoingRecord, TopicInfo};
 
-use super::Sent;
 #[cfg(doc)]
 use super::Producer;
+use super::Sent;
 
 /// Prepared records for `topic` as one batch per partition, in order.
 pub(crate) fn appends(topic: &TopicInfo, prepared: Vec<Prepared>) -> Vec<Append> {

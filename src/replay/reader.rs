@@ -496,6 +496,36 @@ pub async fn record_at(
     position: LogPosition,
 ) -> Result<Option<ReplayRecord>, ReplayError> {
     let topic = topic_of(topology, position)?;
+    read_at(log, topic, position).await
+}
+
+/// [`record_at`], where a position in none of the agent topics may be in
+/// `agent`'s inbox (inbox routing): the agent that wrote a record whose
+/// `cause_at` it is, as a pool reads its commands there.
+pub(crate) async fn record_at_near(
+    log: &SharedLog,
+    topology: &Topology,
+    position: LogPosition,
+    agent: &AgentId,
+) -> Result<Option<ReplayRecord>, ReplayError> {
+    let foreign = match topic_of(topology, position) {
+        Ok(topic) => return read_at(log, topic, position).await,
+        Err(foreign) => foreign,
+    };
+    match topology.find_inbox(log.as_ref(), agent).await? {
+        Some(inbox) if (inbox.stream_id, inbox.topic_id) == (position.stream, position.topic) => {
+            read_at(log, &inbox, position).await
+        }
+        _ => Err(foreign),
+    }
+}
+
+/// The record of `topic` at `position`, decoded; `None` when nothing is there.
+async fn read_at(
+    log: &SharedLog,
+    topic: &TopicInfo,
+    position: LogPosition,
+) -> Result<Option<ReplayRecord>, ReplayError> {
     let mut records = match log
         .poll(
             topic,

@@ -8,7 +8,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use agdx::log::TopicInfo;
-use agdx::replay::{RedriveOutcome, Replay, dead_letters, redrive};
+use agdx::replay::{
+    Direction, GraphStart, NodeKey, RedriveOutcome, Replay, causal_graph, dead_letters, redrive,
+};
 use agdx::wire::{AgentId, IdempotencyKey, Kind, StreamPurpose};
 use agdx::worker::{EchoHandler, HandlerError, HandlerReply, Worker, handler_fn};
 use agdx::{
@@ -504,6 +506,68 @@ async fn any_agent_id_gets_an_inbox_on_every_backend() {
                 .unwrap_or_else(|e| panic!("an inbox for {id:?}: {e}"));
             assert_eq!(inbox.topic, topology.inbox_name(&agent));
         }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_causal_graph_follows_a_cause_into_an_inbox() {
+    on_every_fabric("inbox-graph", |fabric| async move {
+        // A planner that, for each plan, asks echo in a new conversation,
+        // caused by the plan (which sits in the planner's inbox).
+        let asks = Arc::new(inbox_requester(&fabric, "planner"));
+        let planner = handler_fn(move |request| {
+            let asks = asks.clone();
+            async move {
+                let cause = request.envelope.record.expect("a command has a record id");
+                let step = CommandRequest::new("hello", b"step".to_vec())
+                    .to(agent_id("echo"))
+                    .caused_by(cause, Some(request.position));
+                asks.ask(step, ANSWER)
+                    .await
+                    .map_err(|e| HandlerError::retryable(e.to_string()))?;
+                Ok(HandlerReply::raw("planned"))
+            }
+        });
+        let workers = [
+            Running::start(inbox_worker(&fabric, "echo").handle("hello", EchoHandler)),
+            Running::start(inbox_worker(&fabric, "planner").handle("plan", planner)),
+        ];
+        let echo_inbox = inbox_of(&fabric, "echo").await;
+        inbox_of(&fabric, "planner").await;
+        let requester = inbox_requester(&fabric, "cli");
+        let answer = requester
+            .ask(
+                CommandRequest::new("plan", b"trip".to_vec()).to(agent_id("planner")),
+                ANSWER,
+            )
+            .await
+            .expect("the plan is answered");
+        assert_eq!(response(answer), b"planned");
+        for worker in workers {
+            worker.stop().await;
+        }
+        let step = fabric.records(&echo_inbox).await;
+        let step = agdx::envelope_of(&step[0]).expect("the step command");
+        let graph = causal_graph(
+            &fabric.log,
+            &fabric.topology,
+            GraphStart {
+                node: NodeKey::Record(step.record.expect("a record id")),
+                conversation: Some(step.conversation),
+            },
+            Direction::Up,
+        )
+        .await
+        .expect("the graph");
+        let operations: Vec<Option<String>> = graph
+            .nodes()
+            .filter_map(|n| n.first().envelope().map(|e| e.operation.clone()))
+            .collect();
+        assert!(
+            operations.contains(&Some("plan".to_owned())),
+            "the plan, in the planner's inbox, is an ancestor of the step: {operations:?}"
+        );
     })
     .await;
 }
