@@ -320,6 +320,11 @@ impl Requester {
     pub async fn send(&self, request: CommandRequest) -> Result<ReplyWatch, AskError> {
         let target = request.target.clone();
         let operation = request.operation.clone().unwrap_or_default();
+        let commands = self
+            .producer
+            .commands_topic(target.as_ref())
+            .await
+            .map_err(ProduceError::from)?;
         let (outgoing, correlation) = self.producer.build_command(request);
         let responses = self.producer.topology().responses.clone();
         let partition = partition_of(&responses, outgoing.envelope.conversation);
@@ -341,12 +346,12 @@ impl Requester {
             conversation = %outgoing.envelope.conversation,
             correlation = %correlation,
             agent = %self.producer.source(),
-            topic = %self.producer.topology().commands.topic,
+            topic = %commands.topic,
             operation = %operation,
         );
         let sent = self
             .producer
-            .publish_one(&self.producer.topology().commands, outgoing)
+            .publish_one(&commands, outgoing)
             .instrument(span)
             .await?;
         self.producer.log().expect(&responses, partition);

@@ -92,7 +92,10 @@ pub use reassembly::{StreamAssembler, StreamCounters, StreamEnd, StreamEvent};
 pub use record::{RecordError, content_type_of, envelope_of};
 pub use retry::RetryPolicy;
 pub use routing::conversation_for_key;
-pub use topology::{DEFAULT_PARTITIONS, DEFAULT_STREAM, TopicNames, Topology, TopologyConfig};
+pub use topology::{
+    CommandRouting, DEFAULT_PARTITIONS, DEFAULT_STREAM, Inboxes, TopicNames, Topology,
+    TopologyConfig, inbox_topic_name,
+};
 
 /// The README's example compiles.
 #[cfg(doctest)]

@@ -9,7 +9,7 @@
 //! | `agdx_worker_records_total` | counter | `agent`, `outcome` (handled, deduplicated, skipped, unsupported, dead_lettered) |
 //! | `agdx_worker_retries_total` | counter | `agent` |
 //! | `agdx_worker_handler_seconds` | histogram | `agent`, `operation`: a registered operation, or [`OTHER_OPERATION`] for every command a fallback handler took |
-//! | `agdx_worker_commit_lag` | gauge | `agent`, `partition`: records on the log after the group's committed offset |
+//! | `agdx_worker_commit_lag` | gauge | `agent`, `partition`, `topic` (`agent.commands` or the agent's inbox): records on the log after the group's committed offset |
 //! | `agdx_ask_reply_seconds` | histogram | `target`: send to first terminal reply |
 //! | `agdx_ask_timeouts_total` | counter | `target` |
 
@@ -82,8 +82,8 @@ pub(crate) fn handler_time(agent: &str, operation: &str, took: Duration) {
     .record(took.as_secs_f64());
 }
 
-pub(crate) fn commit_lag(agent: &str, partition: u32, lag: u64) {
-    metrics::gauge!(WORKER_COMMIT_LAG, "agent" => agent.to_owned(), "partition" => partition.to_string())
+pub(crate) fn commit_lag(agent: &str, topic: &str, partition: u32, lag: u64) {
+    metrics::gauge!(WORKER_COMMIT_LAG, "agent" => agent.to_owned(), "partition" => partition.to_string(), "topic" => topic.to_owned())
         .set(lag as f64);
 }
 

@@ -23,22 +23,28 @@
 //! # Ok(()) }
 //! ```
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use agdx_wire::{
-    AgentCard, AgentEnvelope, AgentId, BodyRef, ChannelId, ContentType, ConversationId,
-    CorrelationId, ErrorBody, HeaderCapError, IdempotencyKey, LogPosition, Metadata, RecordId,
-    StreamPurpose, TaskState, TokenUsage, ValidationError, check_header_caps, record_headers,
+    AgentCard, AgentEnvelope, AgentId, BodyRef, ContentType, ConversationId, CorrelationId,
+    ErrorBody, HeaderCapError, IdempotencyKey, LogPosition, Metadata, RecordId, StreamPurpose,
+    TaskState, ValidationError, check_header_caps, record_headers,
 };
 use tracing::Instrument;
 
 use crate::claim_check::{ClaimCheck, ClaimCheckError};
-use crate::ids::{new_channel_id, new_conversation_id, new_correlation_id, new_record_id};
-use crate::log::{Append, LogError, OutgoingRecord, SharedLog, TopicInfo};
+use crate::ids::{new_conversation_id, new_correlation_id, new_record_id};
+use crate::log::{LogError, OutgoingRecord, SharedLog, TopicInfo};
 use crate::routing::{card_conversation, conversation_for_key, partition_of};
-use crate::topology::Topology;
+use crate::topology::{CommandRouting, Topology};
 use crate::trust::{META_REASON, QuarantineWatch, Quarantined, Signer};
+
+mod chunks;
+mod prepared;
+
+pub use chunks::ChunkWriter;
+pub use prepared::PreparedBatch;
+pub(crate) use prepared::{ByPartition, Prepared, appends};
 
 /// Why something could not be produced.
 #[derive(Debug, thiserror::Error)]
@@ -301,7 +307,23 @@ struct ProducerInner {
     signer: Option<Signer>,
     quarantine: Option<Arc<QuarantineWatch>>,
     bridge_hop: Option<String>,
+    /// What is known of agents' inbox topics (inbox routing only).
+    inboxes: Arc<dashmap::DashMap<AgentId, Inbox>>,
 }
+
+/// What a producer knows of one agent's inbox topic.
+#[derive(Clone)]
+enum Inbox {
+    /// It exists: commands to the agent go there.
+    Found(TopicInfo),
+    /// It did not exist when looked for at this instant.
+    Missing(std::time::Instant),
+}
+
+/// How long a producer sends to `agent.commands` for an agent whose inbox
+/// it found missing before it looks again: a pool started meanwhile with
+/// the inbox routing reads `agent.commands` too, so nothing waits on it.
+const INBOX_RECHECK: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl Producer {
     /// A producer writing as `source` into `topology` on `log`.
@@ -315,6 +337,7 @@ impl Producer {
                 signer: None,
                 quarantine: None,
                 bridge_hop: None,
+                inboxes: Arc::default(),
             }),
         }
     }
@@ -380,13 +403,48 @@ impl Producer {
         self.inner.claim_check.as_ref()
     }
 
-    /// Sends a command to `agent.commands`. A correlation is minted when the
+    /// Sends a command to the topic [`commands_topic`](Self::commands_topic)
+    /// names for its target. A correlation is minted when the
     /// request has none, and a conversation too (derived from the key for a
     /// keyed command; see [`CommandRequest::conversation`]).
     pub async fn command(&self, request: CommandRequest) -> Result<Sent, ProduceError> {
+        let topic = self.commands_topic(request.target.as_ref()).await?;
         let (outgoing, _) = self.build_command(request);
-        self.publish_one(&self.inner.topology.commands, outgoing)
-            .await
+        self.publish_one(&topic, outgoing).await
+    }
+
+    /// The topic a command addressed to `target` goes to: with
+    /// [`CommandRouting::Inbox`] the target's inbox when it exists (a pool
+    /// with the inbox routing creates it), else `agent.commands`, which
+    /// every pool reads; without the inbox routing, and for a command
+    /// without a target, `agent.commands`. A found inbox is remembered; a
+    /// missing one is looked for again after a few seconds.
+    pub async fn commands_topic(&self, target: Option<&AgentId>) -> Result<TopicInfo, LogError> {
+        let topology = &self.inner.topology;
+        let shared = || Ok(topology.commands.clone());
+        let Some(target) = target.filter(|_| topology.inboxes.routing == CommandRouting::Inbox)
+        else {
+            return shared();
+        };
+        let known = self.inner.inboxes.get(target).map(|known| known.clone());
+        match known {
+            Some(Inbox::Found(topic)) => return Ok(topic),
+            Some(Inbox::Missing(at)) if at.elapsed() < INBOX_RECHECK => return shared(),
+            _ => {}
+        }
+        match topology.find_inbox(self.inner.log.as_ref(), target).await? {
+            Some(topic) => {
+                self.inner
+                    .inboxes
+                    .insert(target.clone(), Inbox::Found(topic.clone()));
+                Ok(topic)
+            }
+            None => {
+                let missing = Inbox::Missing(std::time::Instant::now());
+                self.inner.inboxes.insert(target.clone(), missing);
+                shared()
+            }
+        }
     }
 
     /// Sends many commands, one append per partition: the same as
@@ -425,11 +483,13 @@ impl Producer {
         &self,
         requests: Vec<CommandRequest>,
     ) -> Result<PreparedBatch, ProduceError> {
-        let outgoing = requests
-            .into_iter()
-            .map(|r| self.build_command(r).0)
-            .collect();
-        self.prepare(&self.inner.topology.commands, outgoing).await
+        let mut batch = PreparedBatch::default();
+        for request in requests {
+            let topic = self.commands_topic(request.target.as_ref()).await?;
+            let (outgoing, _) = self.build_command(request);
+            batch.push(&topic, self.prepare_one(&topic, outgoing).await?);
+        }
+        Ok(batch)
     }
 
     /// Builds (without sending) the command envelope of `request`.
@@ -658,18 +718,7 @@ impl Producer {
         purpose: StreamPurpose,
         deadline_micros: Option<u64>,
     ) -> ChunkWriter {
-        ChunkWriter {
-            producer: self.clone(),
-            to: to.clone(),
-            channel: new_channel_id(),
-            purpose,
-            deadline_micros,
-            content_type: ContentType::Raw,
-            next_sequence: 0,
-            batch: 1,
-            pending: Vec::new(),
-            recorder: None,
-        }
+        ChunkWriter::new(self.clone(), to.clone(), purpose, deadline_micros)
     }
 
     /// Publishes one envelope to `topic`.
@@ -713,11 +762,11 @@ impl Producer {
         topic: &TopicInfo,
         items: Vec<Outgoing>,
     ) -> Result<PreparedBatch, ProduceError> {
-        let mut prepared = Vec::with_capacity(items.len());
+        let mut batch = PreparedBatch::default();
         for item in items {
-            prepared.push(self.prepare_one(topic, item).await?);
+            batch.push(topic, self.prepare_one(topic, item).await?);
         }
-        Ok(PreparedBatch::new(topic, prepared))
+        Ok(batch)
     }
 
     /// Appends a batch made by [`prepare_commands`](Self::prepare_commands)
@@ -730,12 +779,8 @@ impl Producer {
     /// limit. To try again after a retryable error with the same record
     /// ids, clone the batch before publishing it.
     pub async fn publish_prepared(&self, batch: PreparedBatch) -> Result<Vec<Sent>, ProduceError> {
-        let PreparedBatch {
-            topic,
-            sent,
-            by_partition,
-        } = batch;
-        self.append_by_partition(&topic, by_partition).await?;
+        let PreparedBatch { sent, by_topic } = batch;
+        self.append_by_partition(by_topic).await?;
         Ok(sent)
     }
 
@@ -759,7 +804,7 @@ impl Producer {
                 .push_bridge_hop(hop);
         }
         if let (Some(watch), Some(target)) = (&self.inner.quarantine, &envelope.target)
-            && topic == &self.inner.topology.commands
+            && self.inner.topology.is_commands(topic)
         {
             watch.check(target)?;
         }
@@ -804,235 +849,20 @@ impl Producer {
         })
     }
 
-    /// One append per partition, all in flight at once (the embedded log
-    /// commits them together; Iggy takes them on one connection).
-    async fn append_by_partition(
-        &self,
-        topic: &TopicInfo,
-        by_partition: BTreeMap<u32, Vec<OutgoingRecord>>,
-    ) -> Result<(), LogError> {
-        let appends = by_partition.into_iter().map(|(partition, records)| {
-            let span = tracing::debug_span!("append", topic = %topic.topic, partition, records = records.len());
-            self.inner.log.append(topic, partition, records).instrument(span)
+    /// One append per topic and partition, all in flight at once (the
+    /// embedded log commits them together; Iggy takes them on one
+    /// connection).
+    async fn append_by_partition(&self, by_topic: Vec<ByPartition>) -> Result<(), LogError> {
+        let appends = by_topic.iter().flat_map(|(topic, by_partition)| {
+            by_partition.iter().map(move |(&partition, records)| {
+                let span = tracing::debug_span!("append", topic = %topic.topic, partition, records = records.len());
+                self.inner
+                    .log
+                    .append(topic, partition, records.clone())
+                    .instrument(span)
+            })
         });
         futures_util::future::try_join_all(appends).await?;
         Ok(())
-    }
-}
-
-/// Prepared records for `topic` as one batch per partition, in order.
-pub(crate) fn appends(topic: &TopicInfo, prepared: Vec<Prepared>) -> Vec<Append> {
-    PreparedBatch::new(topic, prepared)
-        .by_partition
-        .into_iter()
-        .map(|(partition, records)| Append {
-            topic: topic.clone(),
-            partition,
-            records,
-        })
-        .collect()
-}
-
-/// A record ready to append, and what it carries.
-#[derive(Debug, Clone)]
-pub(crate) struct Prepared {
-    /// Where it goes and its ids.
-    pub sent: Sent,
-    /// Headers and payload.
-    pub record: OutgoingRecord,
-}
-
-/// Records ready to append to one topic, already grouped by partition, and
-/// what each one is: made by [`Producer::prepare_commands`] or
-/// [`Producer::prepare`], appended by [`Producer::publish_prepared`].
-///
-/// It holds everything the append needs (the topic, each record's
-/// partition, headers and payload) and what the publish reports (each
-/// record's [`Sent`]), so it can wait, move to another task, or be cloned
-/// to be published again with the same record ids.
-#[derive(Debug, Clone)]
-pub struct PreparedBatch {
-    topic: TopicInfo,
-    sent: Vec<Sent>,
-    by_partition: BTreeMap<u32, Vec<OutgoingRecord>>,
-}
-
-impl PreparedBatch {
-    fn new(topic: &TopicInfo, prepared: Vec<Prepared>) -> Self {
-        let mut sent = Vec::with_capacity(prepared.len());
-        let mut by_partition: BTreeMap<u32, Vec<OutgoingRecord>> = BTreeMap::new();
-        for Prepared { sent: one, record } in prepared {
-            by_partition.entry(one.partition).or_default().push(record);
-            sent.push(one);
-        }
-        Self {
-            topic: topic.clone(),
-            sent,
-            by_partition,
-        }
-    }
-
-    /// The topic it goes to.
-    pub fn topic(&self) -> &TopicInfo {
-        &self.topic
-    }
-
-    /// What each record is and where it goes, in the order prepared: what
-    /// [`Producer::publish_prepared`] returns.
-    pub fn sent(&self) -> &[Sent] {
-        &self.sent
-    }
-
-    /// The records, by partition in ascending order, each partition's in
-    /// the order prepared: exactly what will be appended.
-    pub fn records(&self) -> impl Iterator<Item = (u32, &[OutgoingRecord])> {
-        self.by_partition
-            .iter()
-            .map(|(&partition, records)| (partition, records.as_slice()))
-    }
-}
-
-/// Writes one chunk stream: an opening chunk naming the purpose, middle
-/// chunks, then `finish` or `fail`. Sequences count from 0.
-///
-/// With [`batch`](ChunkWriter::batch) above 1, chunks are held back and
-/// appended together (fewer appends, later delivery).
-pub struct ChunkWriter {
-    producer: Producer,
-    to: ReplyTo,
-    channel: ChannelId,
-    purpose: StreamPurpose,
-    deadline_micros: Option<u64>,
-    content_type: ContentType,
-    next_sequence: u64,
-    batch: usize,
-    pending: Vec<Outgoing>,
-    recorder: Option<ReplyRecorder>,
-}
-
-impl ChunkWriter {
-    /// The stream's channel id.
-    pub fn channel(&self) -> ChannelId {
-        self.channel
-    }
-
-    /// Holds back up to `chunks` chunks per append (1: append each at once).
-    pub fn batch(mut self, chunks: usize) -> Self {
-        self.batch = chunks.max(1);
-        self
-    }
-
-    /// Names the codec of the chunk bodies.
-    pub fn content_type(mut self, content_type: ContentType) -> Self {
-        self.content_type = content_type;
-        self
-    }
-
-    pub(crate) fn record_into(mut self, recorder: ReplyRecorder) -> Self {
-        self.recorder = Some(recorder);
-        self
-    }
-
-    /// The chunk with the next sequence number, addressed and validated.
-    fn chunk(
-        &self,
-        body: Vec<u8>,
-        last: Option<(Option<&str>, Option<TokenUsage>)>,
-    ) -> Result<AgentEnvelope, ProduceError> {
-        let source = self.producer.inner.source.clone();
-        let (conversation, correlation, channel) =
-            (self.to.conversation, self.to.correlation, self.channel);
-        let chunk = match std::num::NonZeroU64::new(self.next_sequence) {
-            None => {
-                let open = AgentEnvelope::chunk_open(
-                    conversation,
-                    source,
-                    correlation,
-                    channel,
-                    self.purpose,
-                    body,
-                );
-                match self.deadline_micros {
-                    Some(deadline) => open.with_deadline_micros(deadline),
-                    None => open,
-                }
-            }
-            Some(seq) => {
-                AgentEnvelope::chunk(conversation, source, correlation, channel, seq, body)
-            }
-        };
-        let chunk = match last {
-            Some((finish_reason, usage)) => chunk.as_last(finish_reason, usage),
-            None => chunk,
-        };
-        let chunk = self.to.address(chunk);
-        // Checked here, before the sequence number is used up, so a bad
-        // chunk leaves no gap in the stream.
-        chunk.validate()?;
-        Ok(chunk)
-    }
-
-    async fn push(
-        &mut self,
-        envelope: AgentEnvelope,
-        content_type: ContentType,
-        force: bool,
-    ) -> Result<(), ProduceError> {
-        let outgoing = Outgoing::new(envelope, content_type);
-        if let Some(recorder) = &self.recorder {
-            crate::log::lock(recorder).push(outgoing.clone());
-        }
-        self.pending.push(outgoing);
-        if force || self.pending.len() >= self.batch {
-            self.flush().await?;
-        }
-        Ok(())
-    }
-
-    /// Appends the chunks held back so far. When the append fails they stay
-    /// held back, to go out with the next flush.
-    pub async fn flush(&mut self) -> Result<(), ProduceError> {
-        if self.pending.is_empty() {
-            return Ok(());
-        }
-        let responses = &self.producer.inner.topology.responses;
-        self.producer
-            .publish(responses, self.pending.clone())
-            .await?;
-        self.pending.clear();
-        Ok(())
-    }
-
-    /// Sends the next chunk (non-empty).
-    pub async fn send(&mut self, body: Vec<u8>) -> Result<(), ProduceError> {
-        let chunk = self.chunk(body, None)?;
-        self.next_sequence += 1;
-        self.push(chunk, self.content_type, false).await
-    }
-
-    /// Ends the stream with a last chunk carrying `body` (may be empty), the
-    /// finish reason and usage, and appends everything held back.
-    pub async fn finish(
-        mut self,
-        body: Vec<u8>,
-        finish_reason: Option<&str>,
-        usage: Option<TokenUsage>,
-    ) -> Result<(), ProduceError> {
-        let last = self.chunk(body, Some((finish_reason, usage)))?;
-        self.push(last, self.content_type, true).await
-    }
-
-    /// Ends the stream with an `error` carrying the channel.
-    pub async fn fail(mut self, error: &ErrorBody) -> Result<(), ProduceError> {
-        let envelope = AgentEnvelope::error(
-            new_record_id(),
-            self.to.conversation,
-            self.producer.inner.source.clone(),
-            self.to.correlation,
-            error,
-        )
-        .with_stream_terminal(self.channel, self.next_sequence);
-        let envelope = self.to.address(envelope);
-        self.push(envelope, ContentType::Cbor, true).await
     }
 }

@@ -1,4 +1,7 @@
-//! The agent topology: one stream and its five topics (docs/runtime.md §2).
+//! The agent topology: one stream and its five topics (docs/runtime.md §2),
+//! and, with the inbox routing, one commands topic per agent.
+
+use agdx_wire::AgentId;
 
 use crate::log::{Log, LogError, TopicInfo};
 
@@ -24,6 +27,10 @@ pub struct TopicNames {
     /// ([`LogBlobStore`](crate::LogBlobStore)); not one of the five agent
     /// topics, and created only when a blob is first written to it.
     pub blobs: String,
+    /// What the name of every agent's inbox topic starts with
+    /// ([`inbox_topic_name`]); inboxes are used only with
+    /// [`CommandRouting::Inbox`].
+    pub inbox_prefix: String,
 }
 
 impl Default for TopicNames {
@@ -35,6 +42,116 @@ impl Default for TopicNames {
             dlq: "agent.dlq".into(),
             snapshots: "agent.snapshots".into(),
             blobs: "agent.blobs".into(),
+            inbox_prefix: "agent.inbox.".into(),
+        }
+    }
+}
+
+/// Which topic a command addressed to an agent travels on.
+///
+/// ```
+/// use agdx::{CommandRouting, TopologyConfig};
+/// let t = TopologyConfig::new("agents").with_routing(CommandRouting::Inbox);
+/// assert_eq!(t.routing, CommandRouting::Inbox);
+/// assert_eq!(TopologyConfig::new("agents").routing, CommandRouting::Shared);
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum CommandRouting {
+    /// Every command goes to the shared `agent.commands`, which every
+    /// agent's pool reads, skipping what is addressed to others: what every
+    /// AGDX implementation does.
+    #[default]
+    Shared,
+    /// A command addressed to agent X goes to X's own inbox topic
+    /// ([`inbox_topic_name`]), so X's pool reads only its own commands.
+    ///
+    /// Both sides keep working with peers of the other routing: a pool with
+    /// this routing creates its inbox when it starts and reads it **and**
+    /// `agent.commands`; a producer sends to X's inbox only when that topic
+    /// exists, and to `agent.commands` otherwise (X's pool then reads the
+    /// shared topic, whichever routing it has). Commands without a target
+    /// and events stay on `agent.commands`.
+    Inbox,
+}
+
+impl CommandRouting {
+    /// The name the command line uses for it: `shared` or `inbox`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            CommandRouting::Shared => "shared",
+            CommandRouting::Inbox => "inbox",
+        }
+    }
+}
+
+impl std::fmt::Display for CommandRouting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Longest agent id that names its inbox as it is.
+const PLAIN_INBOX_ID_MAX: usize = 64;
+
+/// Characters of an agent id kept in the readable part of a hashed inbox name.
+const INBOX_SLUG_MAX: usize = 32;
+
+/// The name of `agent`'s inbox topic: `prefix` then the agent id itself
+/// when it is 1 to 64 lowercase ASCII letters, digits and `-`; otherwise
+/// a readable slug (at most 32 of those characters, others as `-`, letters
+/// lowercased), `_`, and the XXH3-128 (seed 0) of the id's UTF-8 bytes as
+/// 32 lowercase hex digits.
+///
+/// Every valid agent id gives a valid topic name on every backend (ASCII
+/// letters, digits, `.`, `_` and `-`, at most 77 bytes with the default
+/// prefix, so Kafka's 249 characters leave room for the stream), and two
+/// ids never share one: a plain name has no `_`, a hashed one ends in the
+/// id's hash. Case-insensitive backends do not merge ids either, since
+/// only lowercase ids are used as they are.
+///
+/// ```
+/// use agdx::inbox_topic_name;
+/// use agdx::wire::AgentId;
+/// let inbox = |id: &str| inbox_topic_name("agent.inbox.", &AgentId::new(id).unwrap());
+/// assert_eq!(inbox("summarizer"), "agent.inbox.summarizer");
+/// assert!(inbox("Team/Planner").starts_with("agent.inbox.team-planner_"));
+/// ```
+pub fn inbox_topic_name(prefix: &str, agent: &AgentId) -> String {
+    let id = agent.as_str();
+    let plain = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-';
+    if id.len() <= PLAIN_INBOX_ID_MAX && id.chars().all(plain) {
+        return format!("{prefix}{id}");
+    }
+    let slug: String = id
+        .chars()
+        .take(INBOX_SLUG_MAX)
+        .map(|c| match c.to_ascii_lowercase() {
+            c if plain(c) => c,
+            _ => '-',
+        })
+        .collect();
+    let hash = xxhash_rust::xxh3::xxh3_128(id.as_bytes());
+    format!("{prefix}{slug}_{hash:032x}")
+}
+
+/// How commands are routed to agents, and how inbox topics are named and
+/// made (see [`CommandRouting`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Inboxes {
+    /// Shared `agent.commands`, or one inbox per agent.
+    pub routing: CommandRouting,
+    /// What every inbox topic's name starts with.
+    pub prefix: String,
+    /// Partitions of an inbox topic when it is created.
+    pub partitions: u32,
+}
+
+impl Default for Inboxes {
+    fn default() -> Self {
+        Self {
+            routing: CommandRouting::Shared,
+            prefix: TopicNames::default().inbox_prefix,
+            partitions: DEFAULT_PARTITIONS,
         }
     }
 }
@@ -55,6 +172,9 @@ pub struct TopologyConfig {
     /// Partitions of each topic when it is created ([`DEFAULT_PARTITIONS`]
     /// unless set); a topic that already exists keeps its own count.
     pub partitions: u32,
+    /// Shared `agent.commands` ([`CommandRouting::Shared`], the default) or
+    /// one inbox topic per agent.
+    pub routing: CommandRouting,
 }
 
 impl TopologyConfig {
@@ -64,7 +184,14 @@ impl TopologyConfig {
             stream: stream.into(),
             topics: TopicNames::default(),
             partitions: DEFAULT_PARTITIONS,
+            routing: CommandRouting::Shared,
         }
+    }
+
+    /// Routes commands as `routing` says.
+    pub fn with_routing(mut self, routing: CommandRouting) -> Self {
+        self.routing = routing;
+        self
     }
 
     /// Sets the partition count used when topics are created.
@@ -92,6 +219,11 @@ impl TopologyConfig {
             registry: find(&t.registry).await?,
             dlq: find(&t.dlq).await?,
             snapshots: find(&t.snapshots).await?,
+            inboxes: Inboxes {
+                routing: self.routing,
+                prefix: t.inbox_prefix.clone(),
+                partitions: self.partitions,
+            },
         })
     }
 
@@ -129,6 +261,8 @@ pub struct Topology {
     pub dlq: TopicInfo,
     /// Fold snapshots.
     pub snapshots: TopicInfo,
+    /// How commands reach their agent (shared topic or inboxes).
+    pub inboxes: Inboxes,
 }
 
 impl Topology {
@@ -146,5 +280,113 @@ impl Topology {
     /// The topic with this name, when it is one of the agent topics.
     pub fn by_name(&self, name: &str) -> Option<&TopicInfo> {
         self.all().into_iter().find(|t| t.topic == name)
+    }
+
+    /// The same topics, with commands routed as `routing` says.
+    pub fn with_routing(mut self, routing: CommandRouting) -> Self {
+        self.inboxes.routing = routing;
+        self
+    }
+
+    /// The name of `agent`'s inbox topic in this topology.
+    pub fn inbox_name(&self, agent: &AgentId) -> String {
+        inbox_topic_name(&self.inboxes.prefix, agent)
+    }
+
+    /// Whether `topic` is an inbox topic of this topology's stream.
+    pub fn is_inbox(&self, topic: &TopicInfo) -> bool {
+        topic.stream == self.commands.stream && topic.topic.starts_with(&self.inboxes.prefix)
+    }
+
+    /// Whether commands are read from `topic`: `agent.commands` or an inbox.
+    pub fn is_commands(&self, topic: &TopicInfo) -> bool {
+        *topic == self.commands || self.is_inbox(topic)
+    }
+
+    /// `agent`'s inbox topic when it exists (nothing is created).
+    pub async fn find_inbox(
+        &self,
+        log: &dyn Log,
+        agent: &AgentId,
+    ) -> Result<Option<TopicInfo>, LogError> {
+        log.topic(&self.commands.stream, &self.inbox_name(agent))
+            .await
+    }
+
+    /// `agent`'s inbox topic, created (with [`Inboxes::partitions`]) when
+    /// missing; one that exists keeps its partition count.
+    pub async fn open_inbox(&self, log: &dyn Log, agent: &AgentId) -> Result<TopicInfo, LogError> {
+        let name = self.inbox_name(agent);
+        match log.topic(&self.commands.stream, &name).await? {
+            Some(topic) => Ok(topic),
+            None => {
+                log.ensure_topic(&self.commands.stream, &name, self.inboxes.partitions)
+                    .await
+            }
+        }
+    }
+
+    /// The topics `agent`'s pool reads commands from: `agent.commands`, and
+    /// before it the agent's inbox (created when missing) with the inbox
+    /// routing.
+    pub async fn command_topics(
+        &self,
+        log: &dyn Log,
+        agent: &AgentId,
+    ) -> Result<Vec<TopicInfo>, LogError> {
+        Ok(match self.inboxes.routing {
+            CommandRouting::Shared => vec![self.commands.clone()],
+            CommandRouting::Inbox => {
+                vec![self.open_inbox(log, agent).await?, self.commands.clone()]
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inbox(id: &str) -> String {
+        inbox_topic_name("agent.inbox.", &AgentId::new(id).expect("an agent id"))
+    }
+
+    /// The inbox naming rule: plain ids as they are, every other id as a
+    /// slug and its hash, each within every backend's topic-name rules.
+    #[test]
+    fn every_agent_id_names_a_valid_distinct_inbox() {
+        assert_eq!(inbox("summarizer"), "agent.inbox.summarizer");
+        assert_eq!(inbox("a-1"), "agent.inbox.a-1");
+        assert_eq!(
+            inbox("Planner"),
+            format!(
+                "agent.inbox.planner_{:032x}",
+                xxhash_rust::xxh3::xxh3_128(b"Planner")
+            )
+        );
+        let long = "é".repeat(128);
+        let ids = [
+            "planner",
+            "Planner",
+            "plan_ner",
+            "plan.ner",
+            "plan ner",
+            "team/planner",
+            "ünïcode agent",
+            &"x".repeat(64),
+            &"x".repeat(65),
+            &long,
+        ];
+        let names: std::collections::BTreeSet<String> = ids.iter().map(|id| inbox(id)).collect();
+        assert_eq!(names.len(), ids.len(), "{names:?}");
+        for name in &names {
+            assert!(name.len() <= 77, "{name}");
+            assert!(
+                name.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')),
+                "{name}"
+            );
+            assert!(!name.chars().any(|c| c.is_ascii_uppercase()), "{name}");
+        }
     }
 }

@@ -17,6 +17,7 @@ mod log;
 mod pipeline;
 mod plain;
 mod timing;
+mod topology;
 
 use ask::{AskBenchOptions, run_ask_bench};
 use ax_ipc::{AxIpcBenchOptions, run_ax_ipc_bench};
@@ -25,6 +26,7 @@ use error::BenchError;
 use log::{LogBenchOptions, run_log_bench};
 use pipeline::{PipelineBenchOptions, run_pipeline_bench};
 use plain::PlainIggyTarget;
+use topology::{TopologyBenchOptions, run_topology_bench};
 
 /// A stream no earlier run used, so a bench never reads another's records.
 fn fresh_stream(bench: &str) -> String {
@@ -65,6 +67,27 @@ pub enum BenchCommand {
     /// in-process bridge to an echo worker, taking turns with direct asks
     /// of the same worker; latency percentiles of both and the difference.
     BridgeAxon(BridgeAxonArgs),
+    /// Command records each pool reads per command it handles: echo pools
+    /// of many agents, once with every command on the shared
+    /// agent.commands, once with an inbox per agent (--topology inbox),
+    /// each in a stream of its own; the ratio shared/inbox.
+    Topology(TopologyArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct TopologyArgs {
+    /// Agents, each with an echo pool of its own.
+    #[arg(long, default_value_t = 20)]
+    pub agents: usize,
+    /// Commands sent to each agent.
+    #[arg(long, default_value_t = 25)]
+    pub commands: u64,
+    /// Body bytes per command.
+    #[arg(long, value_name = "BYTES", default_value_t = 64)]
+    pub size: usize,
+    /// Partitions of every topic, inboxes included.
+    #[arg(long, default_value_t = 2)]
+    pub partitions: u32,
 }
 
 #[derive(Debug, Args)]
@@ -223,6 +246,18 @@ pub async fn run(global: &Global, command: BenchCommand) -> Result<(), Failure> 
             println!(
                 "{}",
                 run_bridge_axon_bench(global.open().await?, options).await?
+            );
+        }
+        BenchCommand::Topology(args) => {
+            let options = TopologyBenchOptions {
+                agents: args.agents,
+                commands: args.commands,
+                size: args.size,
+                partitions: args.partitions,
+            };
+            println!(
+                "{}",
+                run_topology_bench(global.open().await?, options).await?
             );
         }
         BenchCommand::Pipeline(args) => {

@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use agdx::log::{LogError, LogSpec, SharedLog};
 use agdx::trust::{KeyRegistry, RegistryError, Verifier};
-use agdx::{BlobSpec, ClaimCheck, DEFAULT_CLAIM_CHECK_THRESHOLD, Topology, TopologyConfig};
+use agdx::{
+    BlobSpec, ClaimCheck, CommandRouting, DEFAULT_CLAIM_CHECK_THRESHOLD, Topology, TopologyConfig,
+};
 
 /// What to do once a command's future has returned, before its runtime
 /// shuts down (see [`on_finish`]).
@@ -102,6 +104,8 @@ pub struct Global {
     /// the default).
     pub log_given: bool,
     pub stream: String,
+    /// `--topology`: how commands reach their agent.
+    pub routing: CommandRouting,
     pub keys: Option<PathBuf>,
     /// `--blobs`: where claim-checked bodies go (default: by the log).
     pub blobs: Option<String>,
@@ -126,7 +130,7 @@ impl Global {
     /// fresh machine needs no set-up step.
     pub async fn topology(&self) -> Result<(SharedLog, Topology), Failure> {
         let log = self.open().await?;
-        let topology = TopologyConfig::new(&self.stream).open(log.as_ref()).await?;
+        let topology = self.topology_config().open(log.as_ref()).await?;
         Ok((log, topology))
     }
 
@@ -145,8 +149,13 @@ impl Global {
             }
             Err(error) => return Err(open_failure(&spec, error)),
         };
-        let topology = TopologyConfig::new(&self.stream).open(log.as_ref()).await?;
+        let topology = self.topology_config().open(log.as_ref()).await?;
         Ok((log, topology))
+    }
+
+    /// The topology `--stream` and `--topology` name.
+    pub fn topology_config(&self) -> TopologyConfig {
+        TopologyConfig::new(&self.stream).with_routing(self.routing)
     }
 
     /// How to start a worker for `agent` on this log, for advice: a worker

@@ -47,6 +47,14 @@ pub struct Cli {
     #[arg(long, global = true, env = "AGDX_STREAM", default_value = agdx::DEFAULT_STREAM)]
     pub stream: String,
 
+    /// How commands reach their agent: `shared` (every command on
+    /// agent.commands, read by every pool: what every AGDX implementation
+    /// does) or `inbox` (a command to agent X on X's own topic
+    /// agent.inbox.X, created on demand; a pool reads its inbox and
+    /// agent.commands, so requesters of either kind reach it).
+    #[arg(long, global = true, env = "AGDX_TOPOLOGY", value_enum, default_value_t = Routing::Shared)]
+    pub topology: Routing,
+
     /// The key registry (JSON): which key belongs to whom and when it is
     /// valid. Needed to verify signatures and to honour quarantine.
     #[arg(long, global = true, env = "AGDX_KEYS", value_name = "FILE")]
@@ -63,6 +71,24 @@ pub struct Cli {
 
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// The values of `--topology`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Routing {
+    /// Every command on agent.commands.
+    Shared,
+    /// A command to agent X on X's inbox topic.
+    Inbox,
+}
+
+impl From<Routing> for agdx::CommandRouting {
+    fn from(routing: Routing) -> Self {
+        match routing {
+            Routing::Shared => agdx::CommandRouting::Shared,
+            Routing::Inbox => agdx::CommandRouting::Inbox,
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -142,6 +168,7 @@ pub fn run(cli: Cli, log_given: bool) -> ExitCode {
         log: cli.log,
         log_given,
         stream: cli.stream,
+        routing: cli.topology.into(),
         keys: cli.keys,
         blobs: cli.blobs,
         connect_limit: agdx::log::DEFAULT_CONNECT_TIMEOUT,

@@ -57,13 +57,7 @@ pub async fn run(global: &Global, args: TailArgs) -> Result<(), Failure> {
         .transpose()?;
     let (log, topology) = global.read_topology("agdx tail").await?;
     let topics: Vec<TopicInfo> = match &args.topic {
-        Some(name) => vec![topology.by_name(name).cloned().ok_or_else(|| {
-            let names: Vec<&str> = topology.all().iter().map(|t| t.topic.as_str()).collect();
-            Failure::new(format!(
-                "no agent topic '{name}'; the topics are: {}",
-                names.join(", ")
-            ))
-        })?],
+        Some(name) => vec![named_topic(&log, &topology, name).await?],
         None => topology.all().into_iter().cloned().collect(),
     };
     let (sender, mut lines) = mpsc::unbounded_channel::<String>();
@@ -275,4 +269,26 @@ fn decode(payload: &[u8]) -> (Option<ConversationId>, Value) {
 pub fn timestamp(micros: u64) -> String {
     let time = std::time::UNIX_EPOCH + Duration::from_micros(micros);
     humantime::format_rfc3339_micros(time).to_string()
+}
+
+/// The agent topic or agent inbox (`agent.inbox.NAME`) called `name`.
+async fn named_topic(
+    log: &agdx::log::SharedLog,
+    topology: &agdx::Topology,
+    name: &str,
+) -> Result<TopicInfo, Failure> {
+    if let Some(topic) = topology.by_name(name) {
+        return Ok(topic.clone());
+    }
+    let prefix = &topology.inboxes.prefix;
+    if name.starts_with(prefix.as_str())
+        && let Some(inbox) = log.topic(&topology.commands.stream, name).await?
+    {
+        return Ok(inbox);
+    }
+    let names: Vec<&str> = topology.all().iter().map(|t| t.topic.as_str()).collect();
+    Err(Failure::new(format!(
+        "no agent topic or inbox '{name}'; the topics are: {}, and {prefix}AGENT for an agent whose pool reads its inbox",
+        names.join(", ")
+    )))
 }

@@ -124,8 +124,8 @@ impl ProcessedKeys {
 
     /// The topic of this store's log numbered `topic_id`.
     fn topic(&self, topic_id: u32) -> Option<&TopicInfo> {
-        [&self.inner.commands, &self.inner.responses]
-            .into_iter()
+        (self.inner.commands.iter())
+            .chain([&self.inner.responses])
             .find(|topic| topic.topic_id == topic_id)
     }
 

@@ -199,7 +199,8 @@ struct Inner {
     path: PathBuf,
     conn: Arc<Mutex<Connection>>,
     log: SharedLog,
-    commands: TopicInfo,
+    /// Every commands topic the pool reads (`agent.commands`, inboxes).
+    commands: Vec<TopicInfo>,
     responses: TopicInfo,
     identity: String,
     retention: KeyRetention,
@@ -215,12 +216,13 @@ const FILE: &str = "processed-keys.sqlite3";
 
 impl ProcessedKeys {
     /// Opens (creating when needed) the store in directory `dir` for the
-    /// log `log`, whose commands are on `commands` and replies on
-    /// `responses`.
+    /// log `log`, whose commands are on the topics `commands` (the shared
+    /// `agent.commands`, and an inbox with the inbox routing) and replies
+    /// on `responses`.
     pub fn open(
         dir: &Path,
         log: SharedLog,
-        commands: TopicInfo,
+        commands: impl IntoIterator<Item = TopicInfo>,
         responses: TopicInfo,
         retention: KeyRetention,
     ) -> Result<Self, StoreError> {
@@ -255,7 +257,7 @@ impl ProcessedKeys {
                 path,
                 conn: Arc::new(Mutex::new(conn)),
                 log,
-                commands,
+                commands: commands.into_iter().collect(),
                 responses,
                 identity,
                 retention,

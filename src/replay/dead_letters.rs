@@ -18,7 +18,7 @@ use agdx_wire::{
 };
 
 use crate::ids::new_record_id;
-use crate::log::{LogError, OutgoingRecord, SharedLog};
+use crate::log::{LogError, OutgoingRecord, SharedLog, TopicInfo};
 use crate::producer::{Outgoing, Producer};
 use crate::routing::partition_of;
 use crate::topology::Topology;
@@ -187,7 +187,7 @@ pub async fn redrive(
     }
     let log = producer.log();
     let topology = producer.topology();
-    let topic = topic_of(topology, capsule.source)?;
+    let topic = &source_topic(log, topology, entry).await?;
     let partition = match &entry.original {
         Some(original) => partition_of(topic, original.conversation),
         None => capsule.source.partition % topic.partitions,
@@ -225,6 +225,28 @@ pub async fn redrive(
     })
 }
 
+/// The topic a capsule's original was read from: one of the agent topics,
+/// or the inbox of the original's target (inbox routing).
+async fn source_topic(
+    log: &SharedLog,
+    topology: &Topology,
+    entry: &DeadLetterEntry,
+) -> Result<TopicInfo, ReplayError> {
+    let source = entry.capsule.source;
+    let foreign = match topic_of(topology, source) {
+        Ok(topic) => return Ok(topic.clone()),
+        Err(foreign) => foreign,
+    };
+    let target = entry.original.as_ref().and_then(|e| e.target.as_ref());
+    if let Some(target) = target
+        && let Some(inbox) = topology.find_inbox(log.as_ref(), target).await?
+        && (inbox.stream_id, inbox.topic_id) == (source.stream, source.topic)
+    {
+        return Ok(inbox);
+    }
+    Err(foreign)
+}
+
 /// The headers the original was appended with: read from where it sat when
 /// it is still there, else derived from the envelope (content type `ref`
 /// when the body is a claim check, `raw` otherwise).
@@ -233,7 +255,7 @@ async fn original_headers(
     topology: &Topology,
     entry: &DeadLetterEntry,
 ) -> Result<agdx_wire::Headers, ReplayError> {
-    let topic = topic_of(topology, entry.capsule.source)?;
+    let topic = &source_topic(log, topology, entry).await?;
     let source = entry.capsule.source;
     if let Ok(mut found) = log
         .poll(topic, source.partition, source.offset, 1, Duration::ZERO)

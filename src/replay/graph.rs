@@ -39,12 +39,12 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::fmt;
 use std::str::FromStr;
 
-use agdx_wire::{AgentEnvelope, ConversationId, LogPosition, RecordId};
+use agdx_wire::{AgentEnvelope, AgentId, ConversationId, LogPosition, RecordId};
 
 use crate::log::{Damage, SharedLog};
 use crate::topology::Topology;
 
-use super::reader::{Replay, ReplayError, ReplayRecord, record_at};
+use super::reader::{Replay, ReplayError, ReplayRecord, record_at, record_at_near};
 
 /// Which part of the graph a walk returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -411,19 +411,21 @@ pub async fn causal_graph(
             break;
         };
         // Causes not found yet, with a position to read them from.
-        let jumps: Vec<LogPosition> = graph
+        // With each, the agent that wrote the child: a cause in an inbox
+        // is in that agent's.
+        let jumps: Vec<(LogPosition, AgentId)> = graph
             .nodes()
             .flat_map(|node| node.records.iter())
             .filter_map(|r| r.envelope())
             .filter(|e| e.cause.is_some_and(|c| graph.missing.contains(&c)))
-            .filter_map(|e| e.cause_at)
-            .filter(|at| fetched.insert(*at))
+            .filter_map(|e| Some((e.cause_at?, e.source.clone())))
+            .filter(|(at, _)| fetched.insert(*at))
             .collect();
         if jumps.is_empty() {
             break;
         }
-        for at in jumps {
-            if let Ok(Some(parent)) = record_at(log, topology, at).await {
+        for (at, writer) in jumps {
+            if let Ok(Some(parent)) = record_at_near(log, topology, at, &writer).await {
                 pending.extend(parent.conversation());
                 records.push(parent);
             }

@@ -1,10 +1,12 @@
 //! The [`Replay`] reader: one conversation's records, read back raw from
 //! the conversation's partition of each topic.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use agdx_wire::{
-    AgentEnvelope, ContentType, ConversationId, DeadLetter, FoldSnapshot, LogPosition, RecordId,
+    AgentEnvelope, AgentId, ContentType, ConversationId, DeadLetter, FoldSnapshot, LogPosition,
+    RecordId,
 };
 use bytes::Bytes;
 
@@ -145,6 +147,15 @@ impl ReplayRecord {
         }
     }
 
+    /// The envelope it carries or, for a dead letter, sets aside.
+    fn carried(&self) -> Option<&AgentEnvelope> {
+        match &self.item {
+            ReplayItem::Envelope(e) => Some(e),
+            ReplayItem::DeadLetter { original, .. } => original.as_deref(),
+            ReplayItem::Snapshot(_) => None,
+        }
+    }
+
     /// The envelope, when the record is one.
     pub fn envelope(&self) -> Option<&AgentEnvelope> {
         match &self.item {
@@ -182,6 +193,13 @@ pub struct Cursor {
 /// timestamp, then position. Records are shown raw; nothing synthetic is
 /// added.
 ///
+/// A reader made with [`Replay::new`] also reads the inbox topics
+/// (inbox routing, [`crate::CommandRouting::Inbox`]) of the agents its
+/// records name as source or target, as it meets them: a command sent to
+/// an inbox shows once a record of the conversation names its target
+/// (the target's reply does; a command nobody answered yet is found when
+/// another record names the agent).
+///
 /// ```no_run
 /// # async fn demo(log: agdx::log::SharedLog, topology: agdx::Topology, conversation: agdx::wire::ConversationId) -> Result<(), agdx::replay::ReplayError> {
 /// use agdx::replay::Replay;
@@ -197,12 +215,33 @@ pub struct Replay {
     cursors: Vec<Cursor>,
     skipped: u64,
     damaged: Vec<Damage>,
+    inboxes: Option<InboxSearch>,
+}
+
+/// The inbox topics a [`Replay`] looks for: those of the agents its records
+/// name.
+struct InboxSearch {
+    topology: Topology,
+    /// Agents named by the conversation's records so far.
+    met: BTreeSet<AgentId>,
+    /// Agents whose inbox was looked for.
+    looked: BTreeSet<AgentId>,
+    /// Where an inbox found is read from.
+    start: u64,
 }
 
 impl Replay {
     /// A reader of `conversation` over every agent topic, from offset 0.
+    /// It also reads the inboxes of the agents it meets (see [`Replay`]).
     pub fn new(log: SharedLog, topology: &Topology, conversation: ConversationId) -> Self {
-        Self::over(log, topology.all().into_iter().cloned(), conversation)
+        let mut replay = Self::over(log, topology.all().into_iter().cloned(), conversation);
+        replay.inboxes = Some(InboxSearch {
+            topology: topology.clone(),
+            met: BTreeSet::new(),
+            looked: BTreeSet::new(),
+            start: 0,
+        });
+        replay
     }
 
     /// A reader of `conversation` over `topics`, from offset 0.
@@ -225,13 +264,18 @@ impl Replay {
             cursors,
             skipped: 0,
             damaged: Vec::new(),
+            inboxes: None,
         }
     }
 
-    /// Starts every topic at `offset` of the conversation's partition.
+    /// Starts every topic at `offset` of the conversation's partition
+    /// (inboxes found later too).
     pub fn from_offset(mut self, offset: u64) -> Self {
         for cursor in &mut self.cursors {
             cursor.next = offset;
+        }
+        if let Some(search) = &mut self.inboxes {
+            search.start = offset;
         }
         self
     }
@@ -273,6 +317,8 @@ impl Replay {
         let every = vec![true; self.cursors.len()];
         let mut out = Vec::new();
         self.poll_once(&every, wait, &mut out).await?;
+        // Inboxes met now are read from the next batch on.
+        self.find_inboxes().await?;
         out.sort_by_key(ReplayRecord::order_key);
         Ok(out)
     }
@@ -281,21 +327,61 @@ impl Replay {
     /// last offset its partition had when the read began, however many
     /// records of other conversations lie in between.
     pub async fn read_to_end(&mut self) -> Result<Vec<ReplayRecord>, ReplayError> {
-        let ends = self.end_offsets().await?;
+        let mut ends = self.end_offsets().await?;
         let mut all = Vec::new();
-        while let Some(batch) = self.next_up_to(&ends).await? {
-            all.extend(batch);
+        loop {
+            while let Some(batch) = self.next_up_to(&ends).await? {
+                all.extend(batch);
+            }
+            let known = ends.len();
+            if self.find_inboxes().await? == 0 {
+                break;
+            }
+            ends.extend(self.end_offsets_from(known).await?);
         }
         all.sort_by_key(ReplayRecord::order_key);
         Ok(all)
     }
 
+    /// Adds a cursor for the inbox of each agent met and not yet looked
+    /// for, when it exists; how many were added.
+    async fn find_inboxes(&mut self) -> Result<usize, ReplayError> {
+        let Some(search) = &mut self.inboxes else {
+            return Ok(0);
+        };
+        let mut added = 0;
+        let unlooked: Vec<AgentId> = search.met.difference(&search.looked).cloned().collect();
+        for agent in unlooked {
+            search.looked.insert(agent.clone());
+            let Some(topic) = search
+                .topology
+                .find_inbox(self.log.as_ref(), &agent)
+                .await?
+            else {
+                continue;
+            };
+            if self.cursors.iter().all(|c| c.topic != topic) {
+                self.cursors.push(Cursor {
+                    partition: partition_of(&topic, self.conversation),
+                    topic,
+                    next: search.start,
+                });
+                added += 1;
+            }
+        }
+        Ok(added)
+    }
+
     /// The last offset of each cursor's partition now (`None`: empty), for
     /// [`Replay::next_up_to`].
     pub(crate) async fn end_offsets(&self) -> Result<Vec<Option<u64>>, ReplayError> {
+        self.end_offsets_from(0).await
+    }
+
+    /// [`Replay::end_offsets`] of the cursors from index `first` on.
+    async fn end_offsets_from(&self, first: usize) -> Result<Vec<Option<u64>>, ReplayError> {
         let log = &self.log;
-        let ends = self
-            .cursors
+        let ends = self.cursors[first..]
             .iter()
             .map(|c| async move { log.last_offset(&c.topic, c.partition).await });
         let ends = futures_util::future::try_join_all(ends).await?;
@@ -388,7 +474,13 @@ impl Replay {
             for record in records {
                 cursor.next = record.position.offset + 1;
                 match ReplayRecord::decode(&cursor.topic.topic, record) {
-                    Some(r) if r.conversation() == Some(self.conversation) => out.push(r),
+                    Some(r) if r.conversation() == Some(self.conversation) => {
+                        if let (Some(search), Some(envelope)) = (&mut self.inboxes, r.carried()) {
+                            search.met.insert(envelope.source.clone());
+                            search.met.extend(envelope.target.clone());
+                        }
+                        out.push(r);
+                    }
                     _ => self.skipped += 1,
                 }
             }
@@ -404,6 +496,36 @@ pub async fn record_at(
     position: LogPosition,
 ) -> Result<Option<ReplayRecord>, ReplayError> {
     let topic = topic_of(topology, position)?;
+    read_at(log, topic, position).await
+}
+
+/// [`record_at`], where a position in none of the agent topics may be in
+/// `agent`'s inbox (inbox routing): the agent that wrote a record whose
+/// `cause_at` it is, as a pool reads its commands there.
+pub(crate) async fn record_at_near(
+    log: &SharedLog,
+    topology: &Topology,
+    position: LogPosition,
+    agent: &AgentId,
+) -> Result<Option<ReplayRecord>, ReplayError> {
+    let foreign = match topic_of(topology, position) {
+        Ok(topic) => return read_at(log, topic, position).await,
+        Err(foreign) => foreign,
+    };
+    match topology.find_inbox(log.as_ref(), agent).await? {
+        Some(inbox) if (inbox.stream_id, inbox.topic_id) == (position.stream, position.topic) => {
+            read_at(log, &inbox, position).await
+        }
+        _ => Err(foreign),
+    }
+}
+
+/// The record of `topic` at `position`, decoded; `None` when nothing is there.
+async fn read_at(
+    log: &SharedLog,
+    topic: &TopicInfo,
+    position: LogPosition,
+) -> Result<Option<ReplayRecord>, ReplayError> {
     let mut records = match log
         .poll(
             topic,

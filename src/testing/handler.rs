@@ -178,6 +178,7 @@ fn topology(log: &MemoryLog) -> Topology {
         registry: topic(&names.registry),
         dlq: topic(&names.dlq),
         snapshots: topic(&names.snapshots),
+        inboxes: Default::default(),
     }
 }
 

@@ -10,15 +10,18 @@ use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
 use crate::fence::Fences;
-use crate::log::lock;
+use crate::log::{TopicInfo, lock};
 use crate::trust::Pause;
 
 use super::process::Processor;
 use super::{WorkerConfig, WorkerStats};
 
-/// What the partition tasks of one pool share.
+/// What the partition tasks of one pool reading one commands topic share.
 pub(super) struct PartitionContext {
     pub processor: Arc<Processor>,
+    /// The commands topic these tasks read: `agent.commands` or the
+    /// agent's inbox.
+    pub commands: TopicInfo,
     pub group: String,
     pub config: WorkerConfig,
     pub permits: Arc<Semaphore>,
@@ -27,7 +30,7 @@ pub(super) struct PartitionContext {
     pub pause: Option<Arc<Pause>>,
     /// The partition claims: each partition task works under its fence.
     pub fences: Arc<Fences>,
-    /// This pool's group member, named in its claims.
+    /// This pool's group member on [`Self::commands`], named in its claims.
     pub member: String,
     /// Partitions whose task stopped because a newer holder claimed them,
     /// and when: not claimed again while the assignment still lists them

@@ -130,7 +130,7 @@ pub(super) async fn flush(
     let mut appends = crate::producer::appends(&topology.responses, replies);
     appends.extend(dead_letter_appends(&topology.dlq, dead_letters));
     let commit = OffsetCommit {
-        topic: topology.commands.clone(),
+        topic: ctx.commands.clone(),
         group: ctx.group.clone(),
         partition,
         offset: last_offset,

@@ -1,9 +1,11 @@
 //! Worker pools: consumer-group members that handle commands and commit
 //! only after the reply is on the log (docs/runtime.md §4).
 //!
-//! A [`Worker`] joins the consumer group of its agent on `agent.commands`.
-//! Each partition it owns is read in order by one task; different partitions
-//! run concurrently, at most `concurrency` at a time. For each record the ten
+//! A [`Worker`] joins the consumer group of its agent on `agent.commands`,
+//! and with the inbox routing ([`crate::CommandRouting::Inbox`]) on its
+//! agent's inbox topic too. Each partition it owns is read in order by one
+//! task; different partitions (of either topic) run concurrently, at most
+//! `concurrency` at a time. For each record the ten
 //! steps run (decode, must-understand, target, signature gate, deadline,
 //! idempotency, dispatch, retries, dead letters, reply) and the pool then
 //! publishes the replies and dead-letter capsules and **only then** commits
@@ -313,11 +315,16 @@ impl Worker {
             return Err(WorkerError::GrantsWithoutVerifier);
         }
         let log = self.producer.log().clone();
+        let topics = self
+            .producer
+            .topology()
+            .command_topics(log.as_ref(), &agent)
+            .await?;
         let store = match &self.config.state_dir {
             Some(dir) => Some(ProcessedKeys::open(
                 dir,
                 log.clone(),
-                self.producer.topology().commands.clone(),
+                topics.clone(),
                 self.producer.topology().responses.clone(),
                 self.config.key_retention,
             )?),
@@ -351,7 +358,6 @@ impl Worker {
                 .clone()
                 .map(|v| (v, self.config.grants.clone())),
         });
-        let commands = self.producer.topology().commands.clone();
         let pause = match &self.config.quarantine {
             Some(verifier) => {
                 let registry = self.producer.topology().registry.clone();
@@ -364,28 +370,47 @@ impl Worker {
             }
             None => None,
         };
-        let member = log.join_group(&commands, &group).await?;
-        tracing::info!(agent = %agent, group = %group, member = %member.member_id(), log = %log.describe(), "worker joined its group");
+        let permits = Arc::new(Semaphore::new(self.config.concurrency.max(1)));
+        let mut readers = Vec::with_capacity(topics.len());
+        for commands in topics {
+            let member = match log.join_group(&commands, &group).await {
+                Ok(member) => member,
+                Err(error) => {
+                    leave_all(readers).await;
+                    return Err(error.into());
+                }
+            };
+            tracing::info!(agent = %agent, group = %group, topic = %commands.topic, member = %member.member_id(), log = %log.describe(), "worker joined its group");
+            let ctx = Arc::new(PartitionContext {
+                processor: processor.clone(),
+                commands,
+                group: group.clone(),
+                config: self.config.clone(),
+                permits: permits.clone(),
+                stats: self.stats.clone(),
+                pause: pause.clone(),
+                fences: fences.clone(),
+                member: member.member_id(),
+                fenced: Default::default(),
+            });
+            readers.push(Reader {
+                member,
+                ctx,
+                tasks: PartitionTasks::default(),
+            });
+        }
+        let card_member = readers
+            .first()
+            .map(|r| r.ctx.member.clone())
+            .unwrap_or_default();
         let card_stop = CancellationToken::new();
         // Aborted with the pool should this future be dropped.
         let cards = AbortOnDropHandle::new(tokio::spawn(crate::cards::keep_card_fresh(
             self.producer.clone(),
             card,
-            member.member_id(),
+            card_member,
             card_stop.clone(),
         )));
-        let ctx = Arc::new(PartitionContext {
-            processor,
-            group,
-            config: self.config.clone(),
-            permits: Arc::new(Semaphore::new(self.config.concurrency.max(1))),
-            stats: self.stats.clone(),
-            pause,
-            fences,
-            member: member.member_id(),
-            fenced: Default::default(),
-        });
-        let mut tasks = PartitionTasks::default();
         let mut tick = tokio::time::interval(self.config.rebalance_every);
         let mut lag_every = tokio::time::interval(COMMIT_LAG_EVERY);
         loop {
@@ -394,40 +419,41 @@ impl Worker {
                 _ = stop_now.cancelled() => break,
                 _ = tick.tick() => {}
                 _ = lag_every.tick() => {
-                    let partitions = tasks.partitions();
-                    tokio::spawn(measure_commit_lag(ctx.clone(), partitions));
+                    for reader in &readers {
+                        let partitions = reader.tasks.partitions();
+                        tokio::spawn(measure_commit_lag(reader.ctx.clone(), partitions));
+                    }
                     continue;
                 }
             }
-            match member.assigned().await {
-                Ok(assigned) => tasks.follow(&ctx.claimable(&assigned), |partition| {
-                    let cancel = shutdown.child_token();
-                    let task = tokio::spawn(partition_loop(ctx.clone(), partition, cancel.clone()));
-                    (cancel, task)
-                }),
-                Err(error) => {
-                    tracing::warn!(%error, "could not read the group assignment; keeping the current partitions");
-                }
+            for reader in &mut readers {
+                reader.follow_assignment(&shutdown).await;
             }
-            // A moved partition's task ends after the record in hand, its
-            // replies and its commit; a log that waits for that (Kafka) lets
-            // the partition go once a report no longer names it.
-            member.working_on(&tasks.partitions()).await;
         }
-        tasks.cancel_all();
+        for reader in &readers {
+            reader.tasks.cancel_all();
+        }
         let grace = async {
             match self.config.shutdown_grace {
                 Some(grace) => tokio::time::sleep(grace).await,
                 None => std::future::pending().await,
             }
         };
+        let all_ended = async {
+            for reader in &mut readers {
+                reader.tasks.wait().await;
+            }
+        };
         let drained = tokio::select! {
-            () = tasks.wait() => true,
+            () = all_ended => true,
             () = stop_now.cancelled() => false,
             () = grace => false,
         };
         if !drained {
-            let abandoned = tasks.abort().await;
+            let mut abandoned = 0;
+            for reader in &mut readers {
+                abandoned += reader.tasks.abort().await;
+            }
             self.stats
                 .abandoned
                 .fetch_add(abandoned as u64, Ordering::Relaxed);
@@ -441,9 +467,53 @@ impl Worker {
         if let Err(error) = cards.await {
             tracing::error!(%error, "the card publisher failed");
         }
-        member.leave().await?;
+        let mut left = Ok(());
+        for reader in readers {
+            if let Err(error) = reader.member.leave().await {
+                left = Err(error);
+            }
+        }
+        left?;
         tracing::info!(agent = %agent, "worker left its group");
         Ok(())
+    }
+}
+
+/// The pool's membership on one commands topic and the tasks of the
+/// partitions it owns there.
+struct Reader {
+    member: Box<dyn crate::log::GroupMember>,
+    ctx: Arc<PartitionContext>,
+    tasks: PartitionTasks,
+}
+
+impl Reader {
+    /// Starts and stops partition tasks as the group's assignment says.
+    async fn follow_assignment(&mut self, shutdown: &CancellationToken) {
+        let Reader { member, ctx, tasks } = self;
+        match member.assigned().await {
+            Ok(assigned) => tasks.follow(&ctx.claimable(&assigned), |partition| {
+                let cancel = shutdown.child_token();
+                let task = tokio::spawn(partition_loop(ctx.clone(), partition, cancel.clone()));
+                (cancel, task)
+            }),
+            Err(error) => {
+                tracing::warn!(%error, topic = %ctx.commands.topic, "could not read the group assignment; keeping the current partitions");
+            }
+        }
+        // A moved partition's task ends after the record in hand, its
+        // replies and its commit; a log that waits for that (Kafka) lets
+        // the partition go once a report no longer names it.
+        member.working_on(&tasks.partitions()).await;
+    }
+}
+
+/// Leaves the groups joined so far (a later join failed).
+async fn leave_all(readers: Vec<Reader>) {
+    for reader in readers {
+        if let Err(error) = reader.member.leave().await {
+            tracing::warn!(%error, topic = %reader.ctx.commands.topic, "could not leave the group");
+        }
     }
 }
 
@@ -453,8 +523,7 @@ const COMMIT_LAG_EVERY: Duration = Duration::from_secs(2);
 /// Sets the commit-lag gauge of each partition: records on the log after
 /// the group's committed offset.
 async fn measure_commit_lag(ctx: Arc<PartitionContext>, partitions: Vec<u32>) {
-    let producer = &ctx.processor.producer;
-    let (log, commands) = (producer.log(), &producer.topology().commands);
+    let (log, commands) = (ctx.processor.producer.log(), &ctx.commands);
     for partition in partitions {
         let last = log.last_offset(commands, partition).await;
         let committed = log.committed_offset(commands, &ctx.group, partition).await;
@@ -464,7 +533,12 @@ async fn measure_commit_lag(ctx: Arc<PartitionContext>, partitions: Vec<u32>) {
                 (Some(last), None) => last + 1,
                 (None, _) => 0,
             };
-            crate::metrics::commit_lag(ctx.processor.agent.as_str(), partition, lag);
+            crate::metrics::commit_lag(
+                ctx.processor.agent.as_str(),
+                &commands.topic,
+                partition,
+                lag,
+            );
         }
     }
 }

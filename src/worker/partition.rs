@@ -120,7 +120,7 @@ async fn take_over(
     partition: u32,
     cancel: &CancellationToken,
 ) -> Option<u64> {
-    let commands = &ctx.processor.producer.topology().commands;
+    let commands = &ctx.commands;
     let request = retrying(cancel, partition, "asking for the partition", || {
         ctx.fences
             .request(commands, &ctx.group, partition, &ctx.member)
@@ -222,7 +222,7 @@ async fn turn(
     let processor = &ctx.processor;
     let producer = &processor.producer;
     let log = producer.log();
-    let commands = &producer.topology().commands;
+    let commands = &ctx.commands;
     if let Some(pause) = ctx.pause.as_ref().filter(|_| ctx.paused()) {
         let cancelled = pause.wait_while_quarantined(cancel).await;
         return Ok(if cancelled { Turn::Stop } else { Turn::Again });
@@ -386,7 +386,7 @@ async fn process_flushing_meanwhile(
     cursor: &mut u64,
     cancel: &CancellationToken,
 ) -> Result<Result<Outcome, ProcessError>, BatchError> {
-    let process = ctx.processor.process(record, held.1);
+    let process = ctx.processor.process(record, &ctx.commands.topic, held.1);
     tokio::pin!(process);
     let Some(due) = unflushed.due_at(ctx.config.flush_interval) else {
         return Ok(process.await);

@@ -115,11 +115,17 @@ pub(crate) struct Processor {
 }
 
 impl Processor {
-    /// Runs the steps for `record`, held under fence token `fence`. Only a
+    /// Runs the steps for `record` of commands topic `topic`, held under
+    /// fence token `fence`. Only a
     /// failure that may pass (the processed-key store, fetching a blob,
     /// checking the fence) is an error, and the record is then read again;
     /// [`ProcessError::Fenced`] says a newer holder has the partition.
-    pub async fn process(&self, record: &LogRecord, fence: u64) -> Result<Outcome, ProcessError> {
+    pub async fn process(
+        &self,
+        record: &LogRecord,
+        topic: &str,
+        fence: u64,
+    ) -> Result<Outcome, ProcessError> {
         // 1. decode and validate
         let envelope = match envelope_of(record) {
             Ok(envelope) => envelope,
@@ -139,7 +145,7 @@ impl Processor {
             conversation = %envelope.conversation,
             correlation = envelope.correlation.map(|c| c.to_string()).unwrap_or_default(),
             agent = %self.agent,
-            topic = %self.producer.topology().commands.topic,
+            topic = %topic,
             operation = envelope.operation.as_deref().unwrap_or(""),
             position = %record.position,
         );

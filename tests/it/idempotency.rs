@@ -151,7 +151,7 @@ async fn a_key_recorded_but_not_yet_answered_when_its_worker_died_does_not_run_a
             let store = agdx::ProcessedKeys::open(
                 &fabric.dir.path().join("state"),
                 fabric.log.clone(),
-                topology.commands.clone(),
+                [topology.commands.clone()],
                 topology.responses.clone(),
                 agdx::KeyRetention::default(),
             )

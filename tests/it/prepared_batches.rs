@@ -79,7 +79,7 @@ fn without_record_id(record: &LogRecord) -> (Headers, AgentEnvelope) {
 fn records_of(batch: &PreparedBatch) -> BTreeMap<u32, Vec<OutgoingRecord>> {
     batch
         .records()
-        .map(|(partition, records)| (partition, records.to_vec()))
+        .map(|(_, partition, records)| (partition, records.to_vec()))
         .collect()
 }
 
@@ -124,7 +124,7 @@ async fn like_commands(fabric: Arc<Fabric>, topology: Topology) {
         .prepare_commands(requests)
         .await
         .expect("prepare the commands");
-    assert_eq!(batch.topic(), &topology.commands);
+    assert_eq!(batch.topics().collect::<Vec<_>>(), [&topology.commands]);
     let expected_sent = batch.sent().to_vec();
     let expected_records = records_of(&batch);
     assert!(

@@ -50,6 +50,10 @@ pub enum BenchError {
     /// The bridge answered something other than success.
     #[error("the bridge answered unexpectedly: {0}")]
     Answer(String),
+    /// What the bench waits for did not happen in time, or a task it
+    /// started failed.
+    #[error("{0}")]
+    Stalled(String),
 }
 
 impl From<AskError> for BenchError {

@@ -434,7 +434,7 @@ fn plain_batch(prepared: &PreparedBatch) -> Result<PlainBatch, BenchError> {
     };
     prepared
         .records()
-        .map(|(partition, records)| {
+        .map(|(_, partition, records)| {
             let messages = records
                 .iter()
                 .map(|record| {

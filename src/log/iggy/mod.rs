@@ -509,8 +509,10 @@ impl Log for IggyLog {
     }
 
     async fn topic(&self, stream: &str, topic: &str) -> Result<Option<TopicInfo>, LogError> {
+        // Topics are made while others run (an agent's inbox when its pool
+        // starts): a lookup during another client's creation waits it out.
         match self.find_stream(stream).await? {
-            Some(found) => self.find_topic(stream, found.id, topic).await,
+            Some(found) => self.find_settled_topic(stream, found.id, topic).await,
             None => Ok(None),
         }
     }

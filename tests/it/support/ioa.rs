@@ -50,6 +50,7 @@ pub async fn topology(log: &SharedLog, stream: &str) -> Topology {
         registry,
         dlq,
         snapshots,
+        inboxes: Default::default(),
     }
 }
 
