@@ -60,6 +60,17 @@ struct Claimed {
     partition: u32,
 }
 
+impl Claimed {
+    fn of(topic: &TopicInfo, group: &str, partition: u32) -> Self {
+        Self {
+            stream: topic.stream.clone(),
+            topic: topic.topic.clone(),
+            group: group.to_owned(),
+            partition,
+        }
+    }
+}
+
 /// What a record of the claim partition says.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -271,12 +282,7 @@ impl Fences {
         partition: u32,
         member: &str,
     ) -> Result<u64, FenceError> {
-        let claimed = Claimed {
-            stream: topic.stream.clone(),
-            topic: topic.topic.clone(),
-            group: group.to_owned(),
-            partition,
-        };
+        let claimed = Claimed::of(topic, group, partition);
         self.append_own(Kind::Claim, claimed, member, None).await
     }
 
@@ -289,12 +295,7 @@ impl Fences {
         partition: u32,
         member: &str,
     ) -> Result<u64, FenceError> {
-        let claimed = Claimed {
-            stream: topic.stream.clone(),
-            topic: topic.topic.clone(),
-            group: group.to_owned(),
-            partition,
-        };
+        let claimed = Claimed::of(topic, group, partition);
         self.append_own(Kind::Request, claimed, member, None).await
     }
 

@@ -86,8 +86,7 @@ pub(super) async fn partition_loop(
 /// How long a partition task waits for its release to reach the log.
 const RELEASE_WAIT: Duration = Duration::from_secs(5);
 
-/// How often a holder between records, and a member waiting for a
-/// handover, read the claims.
+/// How often a member waiting for a handover reads the claims.
 const HANDOVER_CHECK_EVERY: Duration = Duration::from_millis(250);
 
 /// How often a holder reads the claims between polls, to see a request for
