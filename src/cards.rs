@@ -23,6 +23,7 @@ use agdx_wire::{
     AgentCard, AgentEnvelope, AgentId, CapabilityDescriptor, ContentType, Kind, Metadata,
     StatusOperation,
 };
+use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::SharedClock;
@@ -31,6 +32,7 @@ use crate::log::{LogError, SharedLog, TopicInfo};
 use crate::producer::{Outgoing, ProduceError, Producer};
 use crate::routing::{card_conversation, partition_of};
 use crate::topology::Topology;
+use crate::view;
 
 /// How long a card stays true when it names no TTL, and the TTL a worker
 /// gives its card unless configured otherwise.
@@ -176,17 +178,98 @@ pub struct LiveAgent {
 }
 
 /// The registry folded into who is live: the newest card of every member.
+///
+/// [`LiveAgents::resume`] starts from the view's newest snapshot on
+/// `agent.snapshots` ([`crate::view`]) and [`LiveAgents::save_if_due`]
+/// writes the next one, so neither start-up nor memory grows with the
+/// registry's history: members whose cards have expired are forgotten.
 #[derive(Debug, Clone, Default)]
 pub struct LiveAgents {
     newest: BTreeMap<(AgentId, String), Sighting>,
     next: BTreeMap<u32, u64>,
     skipped: u64,
+    /// The newest log time folded: sightings expired by then are dropped.
+    newest_micros: u64,
+    /// Records folded since the last snapshot (or the start).
+    unsaved: u64,
+}
+
+/// What a snapshot of [`LiveAgents`] holds: each member's newest card, as
+/// the card body's bytes.
+#[derive(Serialize, Deserialize)]
+struct SavedSighting {
+    agent: AgentId,
+    member: String,
+    #[serde(with = "crate::replay::snapshot::serde_bytes_vec")]
+    card: Vec<u8>,
+    seen_micros: u64,
 }
 
 impl LiveAgents {
+    /// The view from its newest snapshot (reading on from where it got
+    /// to), or empty when there is none or it cannot be read. Call
+    /// [`LiveAgents::catch_up`] to read what follows.
+    pub async fn resume(log: &SharedLog, topology: &Topology) -> Self {
+        let saved = match view::resume::<Vec<SavedSighting>>(log, topology, &view::CARDS).await {
+            Ok(saved) => saved,
+            Err(error) => {
+                tracing::warn!(%error, "the live-cards snapshot cannot be read; folding the registry from its start");
+                None
+            }
+        };
+        let Some((sightings, next)) = saved else {
+            return Self::default();
+        };
+        let mut agents = Self {
+            next,
+            ..Self::default()
+        };
+        for saved in sightings {
+            let Ok(card) = AgentCard::decode(&saved.card) else {
+                agents.skipped += 1;
+                continue;
+            };
+            agents.newest_micros = agents.newest_micros.max(saved.seen_micros);
+            agents.newest.insert(
+                (saved.agent, saved.member),
+                Sighting {
+                    card,
+                    seen_micros: saved.seen_micros,
+                },
+            );
+        }
+        agents
+    }
+
+    /// Saves a snapshot once [`view::SNAPSHOT_EVERY`] records were folded
+    /// since the last; returns whether it did.
+    pub async fn save_if_due(
+        &mut self,
+        log: &SharedLog,
+        topology: &Topology,
+    ) -> Result<bool, crate::replay::ReplayError> {
+        if self.unsaved < view::SNAPSHOT_EVERY {
+            return Ok(false);
+        }
+        let sightings: Vec<SavedSighting> = self
+            .newest
+            .iter()
+            .map(|((agent, member), sighting)| SavedSighting {
+                agent: agent.clone(),
+                member: member.clone(),
+                card: sighting.card.encode(),
+                seen_micros: sighting.seen_micros,
+            })
+            .collect();
+        view::save(log, topology, &view::CARDS, &self.next, &sightings).await?;
+        self.unsaved = 0;
+        Ok(true)
+    }
+
     /// Folds one registry record; anything but a usable card is skipped
     /// (control facts silently, broken cards counted).
     pub fn apply(&mut self, payload: &[u8], timestamp_micros: u64) {
+        self.newest_micros = self.newest_micros.max(timestamp_micros);
         let Ok(envelope) = AgentEnvelope::decode(payload) else {
             self.skipped += 1;
             return;
@@ -224,37 +307,37 @@ impl LiveAgents {
         }
     }
 
-    /// Reads what the registry gained since the last call.
+    /// Reads what the registry gained since the last call, then forgets
+    /// the members whose cards had expired by the newest record read.
     pub async fn catch_up(
         &mut self,
         log: &SharedLog,
         registry: &TopicInfo,
     ) -> Result<(), LogError> {
         for partition in 0..registry.partitions.get() {
-            let mut next = self.next.get(&partition).copied().unwrap_or(0);
-            loop {
-                let batch = match log
-                    .poll(registry, partition, next, 1000, Duration::ZERO)
-                    .await
-                {
-                    Ok(batch) => batch,
-                    Err(LogError::Corrupt(damage)) => {
-                        tracing::warn!(%damage, "stepping over damaged records of the agent registry");
-                        next = damage.next_offset();
-                        self.skipped += damage.count();
-                        continue;
-                    }
-                    Err(error) => return Err(error),
-                };
-                let Some(last) = batch.last() else { break };
-                next = last.position.offset + 1;
-                for record in &batch {
+            let from = self.next.get(&partition).copied().unwrap_or(0);
+            let mut folded = 0u64;
+            let mut apply = |records: &[crate::log::LogRecord]| {
+                for record in records {
                     self.apply(&record.payload, record.timestamp_micros);
                 }
-            }
+                folded += records.len() as u64;
+            };
+            let (next, damaged) =
+                view::read_partition(log, registry, partition, from, Duration::ZERO, &mut apply)
+                    .await?;
+            self.skipped += damaged;
+            self.unsaved += folded;
             self.next.insert(partition, next);
         }
+        let newest = self.newest_micros;
+        self.newest.retain(|_, sighting| sighting.fresh_at(newest));
         Ok(())
+    }
+
+    /// How many members the view holds (live, or not yet seen to expire).
+    pub fn members(&self) -> usize {
+        self.newest.len()
     }
 
     /// Records that looked like cards but could not be used.

@@ -67,6 +67,7 @@ mod sqlite;
 pub mod testing;
 mod topology;
 pub mod trust;
+pub mod view;
 pub mod worker;
 
 pub use agdx_wire as wire;

@@ -32,9 +32,10 @@ pub struct AgentsArgs {
 
 pub async fn run(global: &Global, args: AgentsArgs) -> Result<(), Failure> {
     let (log, topology) = global.read_topology("agdx agents").await?;
-    let mut agents = LiveAgents::default();
+    let mut agents = LiveAgents::resume(&log, &topology).await;
     loop {
         agents.catch_up(&log, &topology.registry).await?;
+        agents.save_if_due(&log, &topology).await?;
         let now = SystemClock.now_micros();
         let live = agents.live(now);
         if args.watch {

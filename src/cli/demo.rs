@@ -326,7 +326,7 @@ async fn show(log: &SharedLog, topology: &Topology) -> Result<ConversationId, Fa
     );
 
     println!("\n── live agents (agdx agents) ──");
-    let mut agents = LiveAgents::default();
+    let mut agents = LiveAgents::resume(log, topology).await;
     agents.catch_up(log, &topology.registry).await?;
     let now = SystemClock.now_micros();
     print!("{}", super::agents::table(&agents.live(now), now));
@@ -343,7 +343,7 @@ fn answer_text(answer: &Answer) -> String {
 /// Waits until `count` agents have live cards: their workers have joined.
 async fn wait_for_cards(log: &SharedLog, topology: &Topology, count: usize) -> Result<(), Failure> {
     let deadline = Instant::now() + ANSWER;
-    let mut agents = LiveAgents::default();
+    let mut agents = LiveAgents::resume(log, topology).await;
     loop {
         agents.catch_up(log, &topology.registry).await?;
         if agents.live(SystemClock.now_micros()).len() >= count {

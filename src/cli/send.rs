@@ -69,8 +69,7 @@ impl CommandArgs {
             producer = producer.with_signer(signer);
         }
         if let Some(registry) = global.registry()? {
-            let watch =
-                QuarantineWatch::start(log, topology.registry, Verifier::new(registry)).await?;
+            let watch = QuarantineWatch::start(log, topology, Verifier::new(registry)).await?;
             producer = producer.with_quarantine(Arc::new(watch));
         }
         Ok(producer)

@@ -119,6 +119,15 @@ pub trait LogDecorator: Send + Sync + 'static {
         self.inner().last_offset(topic, partition).await
     }
 
+    /// [`Log::first_offset`].
+    async fn first_offset(
+        &self,
+        topic: &TopicInfo,
+        partition: u32,
+    ) -> Result<Option<u64>, LogError> {
+        self.inner().first_offset(topic, partition).await
+    }
+
     /// [`Log::join_group`].
     async fn join_group(
         &self,
@@ -214,6 +223,14 @@ impl<D: LogDecorator> Log for D {
         partition: u32,
     ) -> Result<Option<u64>, LogError> {
         LogDecorator::last_offset(self, topic, partition).await
+    }
+
+    async fn first_offset(
+        &self,
+        topic: &TopicInfo,
+        partition: u32,
+    ) -> Result<Option<u64>, LogError> {
+        LogDecorator::first_offset(self, topic, partition).await
     }
 
     async fn join_group(
@@ -317,6 +334,10 @@ mod tests {
             self.note("last_offset");
             Ok(None)
         }
+        async fn first_offset(&self, _: &TopicInfo, _: u32) -> Result<Option<u64>, LogError> {
+            self.note("first_offset");
+            Ok(None)
+        }
         async fn join_group(
             &self,
             _: &TopicInfo,
@@ -384,6 +405,7 @@ mod tests {
         let _ = log.poll(&topic, 0, 0, 1, Duration::ZERO).await;
         log.expect(&topic, 0);
         let _ = log.last_offset(&topic, 0).await;
+        let _ = log.first_offset(&topic, 0).await;
         let _ = log.join_group(&topic, "g").await;
         let _ = log.store_offset(&topic, "g", 0, 0).await;
         let _ = log.append_and_commit(Vec::new(), commit).await;
@@ -399,6 +421,7 @@ mod tests {
                 "poll",
                 "expect",
                 "last_offset",
+                "first_offset",
                 "join_group",
                 "store_offset",
                 "append_and_commit",

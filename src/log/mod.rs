@@ -237,6 +237,22 @@ pub trait Log: Send + Sync + 'static {
     async fn last_offset(&self, topic: &TopicInfo, partition: u32)
     -> Result<Option<u64>, LogError>;
 
+    /// The offset of the first record the partition still holds (retention
+    /// may have removed those before it), `None` when it holds none. A
+    /// poll from below it reads from it. The default asks for one record
+    /// from offset 0; a damaged first record counts as there.
+    async fn first_offset(
+        &self,
+        topic: &TopicInfo,
+        partition: u32,
+    ) -> Result<Option<u64>, LogError> {
+        match self.poll(topic, partition, 0, 1, Duration::ZERO).await {
+            Ok(records) => Ok(records.first().map(|r| r.position.offset)),
+            Err(LogError::Corrupt(damage)) => Ok(Some(damage.position.offset)),
+            Err(error) => Err(error),
+        }
+    }
+
     /// Joins consumer group `group` on `topic` (creating the group when
     /// needed). Partitions are shared among the live members; see
     /// [`GroupMember`].

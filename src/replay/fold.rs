@@ -7,7 +7,8 @@
 //! folded (inclusive); resuming reads from `as_of + 1`. Its `state` bytes
 //! are CBOR of `{"fold": NAME, "topic": TOPIC, "state": BYTES}`, where
 //! `BYTES` is the user state in CBOR: the name and topic let several folds
-//! keep snapshots of one conversation and never resume from another's.
+//! keep snapshots of one conversation and never resume from another's (the
+//! runtime's own views over whole topics use the same format).
 //!
 //! ```no_run
 //! # async fn demo(log: agdx::log::SharedLog, topology: agdx::Topology, conversation: agdx::wire::ConversationId) -> Result<(), agdx::replay::ReplayError> {
@@ -34,21 +35,17 @@
 //! ```
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use agdx_wire::{ConversationId, FoldSnapshot};
+use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
 
-use crate::log::{Damage, LogError, SharedLog, TopicInfo};
-use crate::record::capsule_record;
+use crate::log::{Damage, SharedLog, TopicInfo};
 use crate::routing::partition_of;
 use crate::topology::Topology;
 
 use super::reader::{Replay, ReplayError, ReplayRecord};
-
-/// Records read per step when looking for the latest snapshot, newest first.
-const SNAPSHOT_SCAN: u64 = 256;
+use super::snapshot::{append_snapshot, from_cbor, latest_snapshot, snapshot_of, to_cbor};
 
 /// A user fold: a name and a function from state and record to state.
 pub trait Fold: Send + Sync {
@@ -61,51 +58,6 @@ pub trait Fold: Send + Sync {
     /// Folds one record (of the fold's topic, in the fold's conversation,
     /// in log order) into the state.
     fn apply(&self, state: &mut Self::State, record: &ReplayRecord);
-}
-
-/// What a snapshot's `state` bytes hold.
-#[derive(Serialize, Deserialize)]
-struct SnapshotState {
-    fold: String,
-    topic: String,
-    #[serde(with = "serde_bytes_vec")]
-    state: Vec<u8>,
-}
-
-/// Serde for a byte string as a CBOR byte string, not an array of numbers.
-mod serde_bytes_vec {
-    use serde::{Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_bytes(bytes)
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
-        struct V;
-        impl serde::de::Visitor<'_> for V {
-            type Value = Vec<u8>;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a byte string")
-            }
-            fn visit_bytes<E>(self, v: &[u8]) -> Result<Vec<u8>, E> {
-                Ok(v.to_vec())
-            }
-            fn visit_byte_buf<E>(self, v: Vec<u8>) -> Result<Vec<u8>, E> {
-                Ok(v)
-            }
-        }
-        d.deserialize_bytes(V)
-    }
-}
-
-fn to_cbor<T: Serialize>(value: &T) -> Result<Vec<u8>, ReplayError> {
-    let mut out = Vec::new();
-    ciborium::into_writer(value, &mut out).map_err(|e| ReplayError::State(Box::new(e)))?;
-    Ok(out)
-}
-
-fn from_cbor<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ReplayError> {
-    ciborium::from_reader(bytes).map_err(|e| ReplayError::State(Box::new(e)))
 }
 
 /// A fold over one conversation's records in one topic, with its state and
@@ -145,8 +97,12 @@ impl<F: Fold> Folded<F> {
     ) -> Result<Self, ReplayError> {
         let snapshot =
             latest_snapshot(&log, &topology.snapshots, conversation, fold.name(), &topic).await?;
+        let folded_partition = partition_of(&topic, conversation);
         let resumed = match snapshot {
-            Some((state, as_of)) => Some((from_cbor(&state)?, as_of)),
+            Some(saved) => match saved.as_of.get(&folded_partition) {
+                Some(&as_of) => Some((from_cbor(&saved.state)?, as_of)),
+                None => None,
+            },
             None => None,
         };
         Ok(Self::starting_at(
@@ -234,16 +190,14 @@ impl<F: Fold> Folded<F> {
         let Some(as_of) = self.as_of else {
             return Ok(None);
         };
-        let state = SnapshotState {
-            fold: self.fold.name().to_owned(),
-            topic: self.replay.cursors()[0].topic.topic.clone(),
-            state: to_cbor(&self.state)?,
-        };
-        Ok(Some(FoldSnapshot {
-            conversation: self.replay.conversation(),
-            as_of: BTreeMap::from([(self.partition, as_of)]),
-            state: to_cbor(&state)?,
-        }))
+        snapshot_of(
+            self.replay.conversation(),
+            self.fold.name(),
+            &self.replay.cursors()[0].topic,
+            BTreeMap::from([(self.partition, as_of)]),
+            to_cbor(&self.state)?,
+        )
+        .map(Some)
     }
 
     /// Appends the snapshot to `agent.snapshots` (the conversation's
@@ -252,66 +206,7 @@ impl<F: Fold> Folded<F> {
         let Some(snapshot) = self.snapshot()? else {
             return Ok(None);
         };
-        let topic = &self.topology.snapshots;
-        let partition = partition_of(topic, snapshot.conversation);
-        self.log
-            .append(topic, partition, vec![capsule_record(snapshot.encode())])
-            .await?;
+        append_snapshot(&self.log, &self.topology.snapshots, &snapshot).await?;
         Ok(Some(snapshot))
     }
-}
-
-/// The newest snapshot of `fold` over `topic` for `conversation`: its user
-/// state bytes and `as_of` offset.
-async fn latest_snapshot(
-    log: &SharedLog,
-    snapshots: &TopicInfo,
-    conversation: ConversationId,
-    fold: &str,
-    topic: &TopicInfo,
-) -> Result<Option<(Vec<u8>, u64)>, ReplayError> {
-    let folded_partition = partition_of(topic, conversation);
-    let partition = partition_of(snapshots, conversation);
-    let Some(last) = log.last_offset(snapshots, partition).await? else {
-        return Ok(None);
-    };
-    let mut end = last + 1;
-    while end > 0 {
-        let start = end.saturating_sub(SNAPSHOT_SCAN);
-        let records = match log
-            .poll(
-                snapshots,
-                partition,
-                start,
-                (end - start) as u32,
-                Duration::ZERO,
-            )
-            .await
-        {
-            Ok(records) => records,
-            // A damaged snapshot is as good as none: look further back.
-            Err(LogError::Corrupt(_)) => Vec::new(),
-            Err(error) => return Err(error.into()),
-        };
-        for record in records.iter().rev().filter(|r| r.position.offset < end) {
-            let Ok(snapshot) = FoldSnapshot::decode(&record.payload) else {
-                continue;
-            };
-            if snapshot.conversation != conversation {
-                continue;
-            }
-            let Ok(saved) = from_cbor::<SnapshotState>(&snapshot.state) else {
-                continue;
-            };
-            if saved.fold != fold || saved.topic != topic.topic {
-                continue;
-            }
-            let Some(as_of) = snapshot.as_of.get(&folded_partition).copied() else {
-                continue;
-            };
-            return Ok(Some((saved.state, as_of)));
-        }
-        end = start;
-    }
-    Ok(None)
 }

@@ -17,6 +17,7 @@ mod dead_letters;
 mod fold;
 mod graph;
 mod reader;
+pub(crate) mod snapshot;
 
 pub use dead_letters::{
     DeadLetterEntry, REDRIVE_OPERATION, Redrive, RedriveOutcome, dead_letter, dead_letters, redrive,

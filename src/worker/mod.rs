@@ -360,9 +360,9 @@ impl Worker {
         });
         let pause = match &self.config.quarantine {
             Some(verifier) => {
-                let registry = self.producer.topology().registry.clone();
+                let topology = self.producer.topology().clone();
                 let pause =
-                    Pause::start(log.clone(), registry, verifier.clone(), agent.clone()).await?;
+                    Pause::start(log.clone(), topology, verifier.clone(), agent.clone()).await?;
                 let stats = self.stats.clone();
                 Some(Arc::new(pause.on_change(move |paused| {
                     stats.paused.store(paused, Ordering::Relaxed)

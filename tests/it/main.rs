@@ -8,6 +8,7 @@
 #![cfg(feature = "cli")]
 
 mod support;
+mod view_snapshots;
 
 mod agent_cards;
 mod ask_idle;

@@ -48,13 +48,9 @@ async fn an_operator_quarantine_stops_asks_and_pauses_the_pool_and_lifting_it_re
         let stats = worker.stats();
         let running = Running::start(worker);
         let watch = Arc::new(
-            QuarantineWatch::start(
-                fabric.log.clone(),
-                fabric.topology.registry.clone(),
-                keys.verifier(),
-            )
-            .await
-            .expect("follow the registry"),
+            QuarantineWatch::start(fabric.log.clone(), fabric.topology.clone(), keys.verifier())
+                .await
+                .expect("follow the registry"),
         );
         let requester = Requester::new(fabric.producer("asker").with_quarantine(watch.clone()));
         assert!(matches!(

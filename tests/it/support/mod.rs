@@ -13,6 +13,7 @@ pub mod agents;
 pub mod ax_ipc;
 pub mod axon;
 pub mod balancer;
+pub mod counting;
 pub mod embedded;
 pub mod fabric;
 pub mod iggy;

@@ -23,11 +23,12 @@
 //! use it to refuse commands to a quarantined agent before sending, and a
 //! worker pool pauses while its own agent is quarantined.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agdx_wire::{AgentEnvelope, AgentId, LogPosition, RecordId, StatusBodyError, StatusOperation};
+use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -37,12 +38,18 @@ use super::registry::KeyKind;
 use super::time::format_time;
 use super::verify::{Verifier, VerifyError};
 use crate::log::{LogError, LogRecord, SharedLog, TopicInfo, lock};
+use crate::topology::Topology;
+use crate::view;
+
+mod snapshot;
+
+use snapshot::RawFact;
 
 /// The metadata key a control fact's reason travels in.
 pub const META_REASON: &str = "reason";
 
 /// An applied control fact: where an agent stands and why.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QuarantineStatus {
     /// The agent concerned.
     pub agent: AgentId,
@@ -199,14 +206,47 @@ impl From<&QuarantineStatus> for Quarantined {
 #[derive(Debug, Clone)]
 struct Fact {
     status: QuarantineStatus,
+    /// The record as read, kept to verify again from a snapshot; dropped
+    /// for facts no longer in force when a snapshot is taken.
+    raw: Option<RawFact>,
 }
+
+impl Fact {
+    /// The order facts apply in: log timestamp, then position.
+    fn order(&self) -> (u64, u32, u32, u32, u64) {
+        let p = self.status.position;
+        (
+            self.status.since_micros,
+            p.stream,
+            p.topic,
+            p.partition,
+            p.offset,
+        )
+    }
+}
+
+/// How many ignored facts a fold keeps, the newest: a writer flooding the
+/// registry with unsigned facts must not grow it without bound.
+pub const MAX_IGNORED: usize = 1000;
 
 /// Applies control facts from registry records (see the module docs).
 #[derive(Debug, Clone)]
 pub struct QuarantineFold {
     verifier: Verifier,
-    facts: Vec<Fact>,
-    rejected: Vec<IgnoredFact>,
+    /// One fact per record id, the first in log-timestamp order: a copy
+    /// published again is judged `replayed` at once and kept no longer.
+    facts: HashMap<RecordId, Fact>,
+    rejected: VecDeque<IgnoredFact>,
+}
+
+/// A control fact that verified: what it says and who signed it.
+struct Checked {
+    agent: AgentId,
+    quarantined: bool,
+    by: AgentId,
+    key_id: KeyId,
+    record: RecordId,
+    reason: Option<String>,
 }
 
 impl QuarantineFold {
@@ -214,8 +254,8 @@ impl QuarantineFold {
     pub fn new(verifier: Verifier) -> Self {
         Self {
             verifier,
-            facts: Vec::new(),
-            rejected: Vec::new(),
+            facts: HashMap::new(),
+            rejected: VecDeque::new(),
         }
     }
 
@@ -223,44 +263,88 @@ impl QuarantineFold {
     /// (cards, damaged ones) are passed over; returns whether the record
     /// was a control fact that verified (so the state may have changed).
     pub fn push(&mut self, record: &LogRecord) -> bool {
-        let Ok(envelope) = AgentEnvelope::decode_valid(&record.payload) else {
-            return false;
+        let raw = RawFact::of(record);
+        let checked = match self.check(&raw) {
+            Ok(Some(checked)) => checked,
+            Ok(None) => return false,
+            Err((quarantined, why)) => {
+                self.ignore(IgnoredFact {
+                    position: record.position,
+                    timestamp_micros: record.timestamp_micros,
+                    operation: operation_name(quarantined),
+                    why,
+                });
+                return false;
+            }
+        };
+        let fact = Fact {
+            status: QuarantineStatus {
+                agent: checked.agent,
+                quarantined: checked.quarantined,
+                by: checked.by,
+                key_id: checked.key_id,
+                since_micros: record.timestamp_micros,
+                reason: checked.reason,
+                record: checked.record,
+                position: record.position,
+            },
+            raw: Some(raw),
+        };
+        let replayed = match self.facts.get(&fact.status.record) {
+            Some(first) if first.order() <= fact.order() => fact,
+            _ => match self.facts.insert(fact.status.record, fact) {
+                Some(later) => later,
+                None => return true,
+            },
+        };
+        self.ignore(IgnoredFact {
+            position: replayed.status.position,
+            timestamp_micros: replayed.status.since_micros,
+            operation: operation_name(replayed.status.quarantined),
+            why: IgnoredWhy::Replayed(replayed.status.record),
+        });
+        true
+    }
+
+    fn ignore(&mut self, fact: IgnoredFact) {
+        if self.rejected.len() == MAX_IGNORED {
+            self.rejected.pop_front();
+        }
+        self.rejected.push_back(fact);
+    }
+
+    /// Verifies a record as a control fact: `Ok(None)` when it is none,
+    /// `Err` with the operation it asked for when it is one that does not
+    /// count.
+    fn check(&self, raw: &RawFact) -> Result<Option<Checked>, (bool, IgnoredWhy)> {
+        let Ok(envelope) = AgentEnvelope::decode_valid(&raw.payload) else {
+            return Ok(None);
         };
         let quarantined = match envelope.status_operation() {
             Some(StatusOperation::Quarantine) => true,
             Some(StatusOperation::Unquarantine) => false,
-            _ => return false,
+            _ => return Ok(None),
         };
-        let ignore = |why| IgnoredFact {
-            position: record.position,
-            timestamp_micros: record.timestamp_micros,
-            operation: operation_name(quarantined),
-            why,
-        };
-        let verified = match self.verifier.verify_record(&envelope, record) {
-            Ok(verified) => verified,
-            Err(error) => {
-                self.rejected.push(ignore(IgnoredWhy::Unverified(error)));
-                return false;
-            }
-        };
+        let verified = self
+            .verifier
+            .verify_decoded(&envelope, &raw.payload, &raw.observed())
+            .map_err(|error| (quarantined, IgnoredWhy::Unverified(error)))?;
         if verified.kind != KeyKind::Operator {
-            self.rejected.push(ignore(IgnoredWhy::NotOperator {
-                principal: verified.principal,
-                key_id: verified.key_id,
-            }));
-            return false;
+            return Err((
+                quarantined,
+                IgnoredWhy::NotOperator {
+                    principal: verified.principal,
+                    key_id: verified.key_id,
+                },
+            ));
         }
         // The validator leaves status bodies alone; the fold checks its own.
-        let agent = match envelope.control_fact() {
-            Ok(fact) => fact.agent,
-            Err(error) => {
-                self.rejected.push(ignore(IgnoredWhy::BadBody(error)));
-                return false;
-            }
-        };
-        let Some(record_id) = envelope.record else {
-            return false;
+        let agent = envelope
+            .control_fact()
+            .map_err(|error| (quarantined, IgnoredWhy::BadBody(error)))?
+            .agent;
+        let Some(record) = envelope.record else {
+            return Ok(None);
         };
         let reason = envelope
             .metadata
@@ -268,57 +352,36 @@ impl QuarantineFold {
             .and_then(|m| m.get(META_REASON))
             .and_then(|v| v.as_str())
             .map(str::to_owned);
-        self.facts.push(Fact {
-            status: QuarantineStatus {
-                agent,
-                quarantined,
-                by: verified.principal,
-                key_id: verified.key_id,
-                since_micros: record.timestamp_micros,
-                reason,
-                record: record_id,
-                position: record.position,
-            },
-        });
-        true
+        Ok(Some(Checked {
+            agent,
+            quarantined,
+            by: verified.principal,
+            key_id: verified.key_id,
+            record,
+            reason,
+        }))
     }
 
     /// The state the facts so far lead to: applied in log-timestamp order,
     /// each record id once.
     pub fn state(&self) -> QuarantineState {
-        let mut facts: Vec<&Fact> = self.facts.iter().collect();
-        facts.sort_by_key(|f| {
-            let p = f.status.position;
-            (
-                f.status.since_micros,
-                p.stream,
-                p.topic,
-                p.partition,
-                p.offset,
-            )
-        });
+        let mut facts: Vec<&Fact> = self.facts.values().collect();
+        facts.sort_by_key(|f| f.order());
         let mut state = QuarantineState {
             agents: BTreeMap::new(),
-            ignored: self.rejected.clone(),
+            ignored: self.rejected.iter().cloned().collect(),
         };
-        let mut applied = HashSet::new();
         for fact in facts {
-            let status = &fact.status;
-            if !applied.insert(status.record) {
-                state.ignored.push(IgnoredFact {
-                    position: status.position,
-                    timestamp_micros: status.since_micros,
-                    operation: operation_name(status.quarantined),
-                    why: IgnoredWhy::Replayed(status.record),
-                });
-                continue;
-            }
-            state.agents.insert(status.agent.clone(), status.clone());
+            state
+                .agents
+                .insert(fact.status.agent.clone(), fact.status.clone());
         }
         state
     }
 
-    /// Reads every partition of the registry topic to its end and folds it.
+    /// Reads every partition of the registry topic to its end and folds
+    /// it: the whole history there is, for audits (the
+    /// [`QuarantineWatch`] resumes from a snapshot instead).
     pub async fn read(
         log: &SharedLog,
         registry: &TopicInfo,
@@ -326,19 +389,12 @@ impl QuarantineFold {
     ) -> Result<QuarantineState, LogError> {
         let mut fold = Self::new(verifier);
         for partition in 0..registry.partitions.get() {
-            read_partition(
-                log,
-                registry,
-                partition,
-                0,
-                Duration::ZERO,
-                &mut |records| {
-                    for record in records {
-                        fold.push(record);
-                    }
-                },
-            )
-            .await?;
+            let mut push = |records: &[LogRecord]| {
+                for record in records {
+                    fold.push(record);
+                }
+            };
+            view::read_partition(log, registry, partition, 0, Duration::ZERO, &mut push).await?;
         }
         Ok(fold.state())
     }
@@ -352,35 +408,48 @@ fn operation_name(quarantined: bool) -> &'static str {
     }
 }
 
-/// Reads a partition from `from` until a poll (waiting up to `wait`) comes
-/// back empty, handing each batch to `each`; a damaged record is stepped
-/// over. Returns the next offset to read.
-async fn read_partition(
-    log: &SharedLog,
-    topic: &TopicInfo,
-    partition: u32,
-    mut from: u64,
-    wait: Duration,
-    each: &mut (dyn FnMut(&[LogRecord]) + Send),
-) -> Result<u64, LogError> {
-    loop {
-        match log.poll(topic, partition, from, 512, wait).await {
-            Ok(records) if records.is_empty() => return Ok(from),
-            Ok(records) => {
-                from = records.last().map_or(from, |r| r.position.offset + 1);
-                each(&records);
-            }
-            Err(LogError::Corrupt(damage)) => {
-                tracing::warn!(%damage, "stepping over damaged records of the agent registry");
-                from = damage.next_offset();
-            }
-            Err(error) => return Err(error),
+/// A watch's fold and how far it read, changed together so a snapshot
+/// holds exactly the records before its offsets.
+struct Progress {
+    fold: QuarantineFold,
+    next: BTreeMap<u32, u64>,
+    unsaved: u64,
+}
+
+impl Progress {
+    fn take(&mut self, partition: u32, records: &[LogRecord]) -> bool {
+        let mut changed = false;
+        for record in records {
+            changed |= self.fold.push(record);
         }
+        if let Some(last) = records.last() {
+            self.next.insert(partition, last.position.offset + 1);
+        }
+        self.unsaved += records.len() as u64;
+        changed
+    }
+
+    /// The snapshot to save when one is due.
+    fn due(&mut self) -> Option<(snapshot::SavedFacts, BTreeMap<u32, u64>)> {
+        if self.unsaved < view::SNAPSHOT_EVERY {
+            return None;
+        }
+        self.unsaved = 0;
+        Some((self.fold.saved(), self.next.clone()))
     }
 }
 
 /// The quarantine state kept current by following every partition of the
 /// registry topic. Dropping it stops the readers.
+///
+/// It starts from the newest quarantine snapshot on `agent.snapshots`
+/// ([`crate::view`]) and reads only the registry records after it, and
+/// saves a snapshot every [`view::SNAPSHOT_EVERY`] records it folds. A
+/// snapshot holds every verified fact; the facts in force keep their
+/// signed records and are verified again when a watch resumes from it (a
+/// snapshot that fails is passed over and the registry read from its
+/// start), so a snapshot cannot make an agent quarantined or free that no
+/// operator's signed fact made so.
 pub struct QuarantineWatch {
     state: watch::Receiver<Arc<QuarantineState>>,
     stop: CancellationToken,
@@ -405,39 +474,42 @@ impl Drop for QuarantineWatch {
 }
 
 impl QuarantineWatch {
-    /// Reads the registry topic to its end (so the first state is current),
-    /// then follows it in the background.
+    /// Reads the registry from the newest snapshot to its end (so the
+    /// first state is current), then follows it in the background.
     pub async fn start(
         log: SharedLog,
-        registry: TopicInfo,
+        topology: Topology,
         verifier: Verifier,
     ) -> Result<Self, LogError> {
-        let fold = Arc::new(Mutex::new(QuarantineFold::new(verifier)));
-        let mut next = Vec::new();
+        let registry = topology.registry.clone();
+        let (fold, next) = resume(&log, &topology, verifier).await;
+        let progress = Arc::new(Mutex::new(Progress {
+            fold,
+            next,
+            unsaved: 0,
+        }));
         for partition in 0..registry.partitions.get() {
+            let from = lock(&progress).next.get(&partition).copied().unwrap_or(0);
             let mut push = |records: &[LogRecord]| {
-                let mut fold = lock(&fold);
-                for record in records {
-                    fold.push(record);
-                }
+                lock(&progress).take(partition, records);
             };
-            next.push(
-                read_partition(&log, &registry, partition, 0, Duration::ZERO, &mut push).await?,
-            );
+            let (next, _) =
+                view::read_partition(&log, &registry, partition, from, Duration::ZERO, &mut push)
+                    .await?;
+            lock(&progress).next.insert(partition, next);
         }
-        let first = lock(&fold).state();
+        save_if_due(&log, &topology, &progress).await;
+        let first = lock(&progress).fold.state();
         let (sender, state) = watch::channel(Arc::new(first));
         let sender = Arc::new(sender);
         let stop = CancellationToken::new();
         let readers = (0..registry.partitions.get())
-            .zip(next)
-            .map(|(partition, from)| {
+            .map(|partition| {
                 tokio::spawn(follow(
                     log.clone(),
-                    registry.clone(),
+                    topology.clone(),
                     partition,
-                    from,
-                    fold.clone(),
+                    progress.clone(),
                     sender.clone(),
                     stop.clone(),
                 ))
@@ -466,34 +538,67 @@ impl QuarantineWatch {
     }
 }
 
+/// The fold from the newest snapshot that verifies, and where to read on.
+async fn resume(
+    log: &SharedLog,
+    topology: &Topology,
+    verifier: Verifier,
+) -> (QuarantineFold, BTreeMap<u32, u64>) {
+    let saved = match view::resume::<snapshot::SavedFacts>(log, topology, &view::QUARANTINE).await {
+        Ok(saved) => saved,
+        Err(error) => {
+            tracing::warn!(%error, "the quarantine snapshot cannot be read; folding the registry from its start");
+            None
+        }
+    };
+    let Some((saved, next)) = saved else {
+        return (QuarantineFold::new(verifier), BTreeMap::new());
+    };
+    match QuarantineFold::restore(verifier.clone(), saved) {
+        Ok(fold) => (fold, next),
+        Err(why) => {
+            tracing::warn!(%why, "the quarantine snapshot does not verify; folding the registry from its start");
+            (QuarantineFold::new(verifier), BTreeMap::new())
+        }
+    }
+}
+
+/// Saves a snapshot when enough was folded since the last.
+async fn save_if_due(log: &SharedLog, topology: &Topology, progress: &Mutex<Progress>) {
+    let Some((saved, next)) = lock(progress).due() else {
+        return;
+    };
+    if let Err(error) = view::save(log, topology, &view::QUARANTINE, &next, &saved).await {
+        tracing::warn!(%error, "could not save a quarantine snapshot; the next start reads further back");
+    }
+}
+
 /// Follows one partition of the registry, publishing a new state whenever a
 /// verified fact arrives.
 async fn follow(
     log: SharedLog,
-    registry: TopicInfo,
+    topology: Topology,
     partition: u32,
-    mut from: u64,
-    fold: Arc<Mutex<QuarantineFold>>,
+    progress: Arc<Mutex<Progress>>,
     sender: Arc<watch::Sender<Arc<QuarantineState>>>,
     stop: CancellationToken,
 ) {
+    let registry = &topology.registry;
     let mut failures = 0u32;
     loop {
         let mut changed = false;
+        let from = lock(&progress).next.get(&partition).copied().unwrap_or(0);
         let mut push = |records: &[LogRecord]| {
-            let mut fold = lock(&fold);
-            for record in records {
-                changed |= fold.push(record);
-            }
+            changed |= lock(&progress).take(partition, records);
         };
         let read = tokio::select! {
             _ = stop.cancelled() => return,
-            read = read_partition(&log, &registry, partition, from, crate::log::DEFAULT_POLL_WAIT, &mut push) => read,
+            read = view::read_partition(&log, registry, partition, from, crate::log::DEFAULT_POLL_WAIT, &mut push) => read,
         };
         match read {
-            Ok(next) => {
+            Ok((next, _)) => {
                 failures = 0;
-                from = next;
+                lock(&progress).next.insert(partition, next);
             }
             // Stopping cancels reads in flight; that is no failure.
             Err(_) if stop.is_cancelled() => return,
@@ -504,9 +609,10 @@ async fn follow(
             }
         }
         if changed {
-            let state = lock(&fold).state();
+            let state = lock(&progress).fold.state();
             sender.send_replace(Arc::new(state));
         }
+        save_if_due(&log, &topology, &progress).await;
     }
 }
 
@@ -531,13 +637,13 @@ impl Pause {
     /// Follows the registry for `agent`'s quarantine.
     pub async fn start(
         log: SharedLog,
-        registry: TopicInfo,
+        topology: Topology,
         verifier: Verifier,
         agent: AgentId,
     ) -> Result<Self, LogError> {
         Ok(Self {
             agent,
-            watch: QuarantineWatch::start(log, registry, verifier).await?,
+            watch: QuarantineWatch::start(log, topology, verifier).await?,
             reporter: None,
         })
     }

@@ -1,0 +1,160 @@
+//! The runtime's own views of whole topics, resumed from snapshots.
+//!
+//! A view (who is live, who is quarantined) folds every partition of a
+//! topic. Folding from offset 0 at each start would make start-up grow
+//! with the age of the deployment, so a view saves its state as a
+//! [`FoldSnapshot`](agdx_wire::FoldSnapshot) on `agent.snapshots` (the
+//! format of [`Folded`](crate::replay::Folded), over all the topic's
+//! partitions) once it has folded [`SNAPSHOT_EVERY`] records since the
+//! last one, and the next start reads the newest snapshot and only what
+//! follows it. Each view has a conversation of its own
+//! ([`conversation_of`]), so its snapshots sit in one partition.
+//!
+//! The views are declared in one table, [`VIEWS`].
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use agdx_wire::ConversationId;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::log::{LogError, LogRecord, SharedLog, TopicInfo};
+use crate::replay::ReplayError;
+use crate::replay::snapshot::{append_snapshot, from_cbor, latest_snapshot, snapshot_of, to_cbor};
+use crate::topology::Topology;
+
+/// Records a view folds between two of its snapshots.
+pub const SNAPSHOT_EVERY: u64 = 10_000;
+
+/// Records read per poll by a view.
+const VIEW_BATCH: u32 = 1024;
+
+/// One of the runtime's views: its name and the topic it folds.
+#[derive(Debug, Clone, Copy)]
+pub struct ViewName {
+    /// The name its snapshots carry (and so their format).
+    pub name: &'static str,
+    /// The topic it folds.
+    pub topic: fn(&Topology) -> &TopicInfo,
+}
+
+/// The live agent cards ([`LiveAgents`](crate::cards::LiveAgents)).
+pub const CARDS: ViewName = ViewName {
+    name: "agdx.view.cards.v1",
+    topic: |t| &t.registry,
+};
+
+/// The quarantine set
+/// ([`QuarantineWatch`](crate::trust::QuarantineWatch)).
+pub const QUARANTINE: ViewName = ViewName {
+    name: "agdx.view.quarantine.v1",
+    topic: |t| &t.registry,
+};
+
+/// Every view the runtime keeps.
+pub const VIEWS: [ViewName; 2] = [CARDS, QUARANTINE];
+
+/// The conversation a view's snapshots belong to: XXH3-128 of
+/// `agdx.view.v1` and the view's name.
+pub fn conversation_of(view: &ViewName) -> ConversationId {
+    let mut input = b"agdx.view.v1".to_vec();
+    input.extend_from_slice(view.name.as_bytes());
+    ConversationId::from_u128(xxhash_rust::xxh3::xxh3_128(&input))
+}
+
+/// A view's state from its newest snapshot, and per partition the next
+/// offset to read; `None` when it has no snapshot.
+pub(crate) async fn resume<S: DeserializeOwned>(
+    log: &SharedLog,
+    topology: &Topology,
+    view: &ViewName,
+) -> Result<Option<(S, BTreeMap<u32, u64>)>, ReplayError> {
+    let Some(saved) = latest_snapshot(
+        log,
+        &topology.snapshots,
+        conversation_of(view),
+        view.name,
+        (view.topic)(topology),
+    )
+    .await?
+    else {
+        return Ok(None);
+    };
+    let state = from_cbor(&saved.state)?;
+    let next = saved
+        .as_of
+        .into_iter()
+        .map(|(p, offset)| (p, offset.saturating_add(1)))
+        .collect();
+    Ok(Some((state, next)))
+}
+
+/// Saves a view's `state`, folded up to (not including) `next` per
+/// partition. Partitions it has read nothing of are left out.
+pub(crate) async fn save<S: Serialize>(
+    log: &SharedLog,
+    topology: &Topology,
+    view: &ViewName,
+    next: &BTreeMap<u32, u64>,
+    state: &S,
+) -> Result<(), ReplayError> {
+    let as_of = next
+        .iter()
+        .filter(|(_, next)| **next > 0)
+        .map(|(p, next)| (*p, next - 1))
+        .collect();
+    let snapshot = snapshot_of(
+        conversation_of(view),
+        view.name,
+        (view.topic)(topology),
+        as_of,
+        to_cbor(state)?,
+    )?;
+    append_snapshot(log, &topology.snapshots, &snapshot).await?;
+    Ok(())
+}
+
+/// Reads a partition from `from` until a poll (waiting up to `wait`) comes
+/// back empty, handing each batch to `each`; damaged records are stepped
+/// over (and counted in the result). Returns the next offset to read and
+/// how many records were damaged.
+pub(crate) async fn read_partition(
+    log: &SharedLog,
+    topic: &TopicInfo,
+    partition: u32,
+    mut from: u64,
+    wait: Duration,
+    each: &mut (dyn FnMut(&[LogRecord]) + Send),
+) -> Result<(u64, u64), LogError> {
+    let mut damaged = 0;
+    loop {
+        match log.poll(topic, partition, from, VIEW_BATCH, wait).await {
+            Ok(records) if records.is_empty() => return Ok((from, damaged)),
+            Ok(records) => {
+                from = records.last().map_or(from, |r| r.position.offset + 1);
+                each(&records);
+            }
+            Err(LogError::Corrupt(damage)) => {
+                tracing::warn!(%damage, topic = %topic.topic, "stepping over damaged records");
+                damaged += damage.count();
+                from = damage.next_offset();
+            }
+            Err(error) => return Err(error),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn views_have_distinct_names_and_conversations() {
+        let names: std::collections::BTreeSet<_> = VIEWS.iter().map(|v| v.name).collect();
+        let conversations: std::collections::BTreeSet<_> =
+            VIEWS.iter().map(conversation_of).collect();
+        assert_eq!(names.len(), VIEWS.len());
+        assert_eq!(conversations.len(), VIEWS.len());
+    }
+}

@@ -1,0 +1,145 @@
+//! The runtime's own views resume from their snapshots on
+//! `agent.snapshots`: a start after a long registry reads the snapshot and
+//! what follows it, not the whole history, and reaches the same state.
+
+use crate::support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use agdx::cards::{LiveAgents, publish_card, worker_card};
+use agdx::log::{OutgoingRecord, SharedLog};
+use agdx::trust::{KeyKind, QuarantineWatch};
+use agdx::view::SNAPSHOT_EVERY;
+use agdx::wire::{AgentEnvelope, StatusOperation};
+use support::counting::CountingLog;
+use support::fabric::{Fabric, agent_id, embedded_fabric};
+use support::trust::Keys;
+
+fn counting(fabric: &Fabric) -> Arc<CountingLog> {
+    CountingLog::of(fabric.log.clone(), &fabric.topology.registry)
+}
+
+/// Fills the registry with more than a snapshot's worth of copies of one
+/// card record, in batches.
+async fn long_registry(fabric: &Fabric) {
+    let card = worker_card(
+        &agent_id("echo"),
+        None,
+        &["hello".to_owned()],
+        false,
+        Duration::from_secs(3600),
+    );
+    publish_card(&fabric.producer("echo"), &card, "m1")
+        .await
+        .expect("publish a card");
+    let registry = &fabric.topology.registry;
+    // The card's record, not the control fact beside it on the registry.
+    let (partition, record) = {
+        let mut found = None;
+        for partition in 0..registry.partitions.get() {
+            let records = fabric
+                .log
+                .poll(registry, partition, 0, 10, Duration::ZERO)
+                .await
+                .expect("poll");
+            found = found.or(records
+                .into_iter()
+                .find(|r| {
+                    AgentEnvelope::decode(&r.payload).is_ok_and(|e| {
+                        e.operation.as_deref() == Some(StatusOperation::Card.as_str())
+                    })
+                })
+                .map(|r| (partition, r)));
+        }
+        found.expect("the card on the registry")
+    };
+    for _ in 0..(SNAPSHOT_EVERY / 1000 + 1) {
+        let batch = (0..1000)
+            .map(|_| OutgoingRecord {
+                headers: record.headers.clone(),
+                payload: record.payload.to_vec(),
+            })
+            .collect();
+        fabric
+            .log
+            .append(registry, partition, batch)
+            .await
+            .expect("append cards");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_quarantine_watch_and_live_cards_resume_from_their_snapshots() {
+    let fabric = embedded_fabric("view_snapshots").await;
+    let mut keys = Keys::new(fabric.dir.path());
+    let ops = keys.enroll("ops", KeyKind::Operator);
+    fabric
+        .producer("ops")
+        .with_signer(ops)
+        .status_quarantine(&agent_id("echo"), true, Some("leaking"))
+        .await
+        .expect("quarantine");
+    long_registry(&fabric).await;
+
+    // The first watch folds everything and leaves a snapshot.
+    let first = counting(&fabric);
+    let watch = QuarantineWatch::start(first.clone(), fabric.topology.clone(), keys.verifier())
+        .await
+        .expect("first watch");
+    assert!(watch.check(&agent_id("echo")).is_err());
+    assert!(first.read() > SNAPSHOT_EVERY);
+    drop(watch);
+
+    // The next one reads the snapshot and nothing of the registry before
+    // it, and knows the quarantine all the same: its fact was verified
+    // again from the snapshot.
+    let second = counting(&fabric);
+    let watch = QuarantineWatch::start(second.clone(), fabric.topology.clone(), keys.verifier())
+        .await
+        .expect("second watch");
+    let status = watch
+        .check(&agent_id("echo"))
+        .expect_err("still quarantined");
+    assert!(status.to_string().contains("leaking"), "{status}");
+    assert_eq!(second.read(), 0);
+    drop(watch);
+
+    // A verifier that no longer trusts the operator's key does not take
+    // the snapshot's word for it: it folds the registry again and finds
+    // no fact it accepts.
+    let strangers = Keys::new(&fabric.dir.path().join("other"));
+    let third = counting(&fabric);
+    let watch =
+        QuarantineWatch::start(third.clone(), fabric.topology.clone(), strangers.verifier())
+            .await
+            .expect("third watch");
+    assert!(watch.check(&agent_id("echo")).is_ok());
+    assert!(third.read() > SNAPSHOT_EVERY);
+
+    // Live cards: the first fold saves; the next starts with the member
+    // known and reads nothing before the snapshot.
+    let log: SharedLog = fabric.log.clone();
+    let mut cards = LiveAgents::resume(&log, &fabric.topology).await;
+    cards
+        .catch_up(&log, &fabric.topology.registry)
+        .await
+        .expect("fold the registry");
+    assert!(
+        cards
+            .save_if_due(&log, &fabric.topology)
+            .await
+            .expect("save")
+    );
+    let reader = counting(&fabric);
+    let counted: SharedLog = reader.clone();
+    let mut cards = LiveAgents::resume(&counted, &fabric.topology).await;
+    assert_eq!(cards.members(), 1);
+    cards
+        .catch_up(&counted, &fabric.topology.registry)
+        .await
+        .expect("read on");
+    assert_eq!(reader.read(), 0);
+    let now = agdx::Clock::now_micros(&agdx::SystemClock);
+    assert_eq!(cards.live(now).len(), 1);
+}
