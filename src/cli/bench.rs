@@ -16,6 +16,7 @@ mod error;
 mod log;
 mod pipeline;
 mod plain;
+mod startup;
 mod timing;
 mod topology;
 
@@ -26,6 +27,7 @@ use error::BenchError;
 use log::{LogBenchOptions, run_log_bench};
 use pipeline::{PipelineBenchOptions, run_pipeline_bench};
 use plain::PlainIggyTarget;
+use startup::{StartupBenchOptions, run_startup_bench};
 use topology::{TopologyBenchOptions, run_topology_bench};
 
 /// A stream no earlier run used, so a bench never reads another's records.
@@ -72,6 +74,22 @@ pub enum BenchCommand {
     /// agent.commands, once with an inbox per agent (--topology inbox),
     /// each in a stream of its own; the ratio shared/inbox.
     Topology(TopologyArgs),
+    /// A worker's start-up: from its start to its first answer, and what
+    /// the start adds to resident memory, with an empty registry and with
+    /// a long one (card copies and signed control facts), where the second
+    /// start resumes from the view snapshots the first saved; the ratio
+    /// long/empty.
+    Startup(StartupArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct StartupArgs {
+    /// Card records on the long registry.
+    #[arg(long, default_value_t = 199_000)]
+    pub cards: u64,
+    /// Operator-signed control facts on the long registry.
+    #[arg(long, default_value_t = 1_000)]
+    pub facts: u64,
 }
 
 #[derive(Debug, Args)]
@@ -258,6 +276,16 @@ pub async fn run(global: &Global, command: BenchCommand) -> Result<(), Failure> 
             println!(
                 "{}",
                 run_topology_bench(global.open().await?, options).await?
+            );
+        }
+        BenchCommand::Startup(args) => {
+            let options = StartupBenchOptions {
+                cards: args.cards,
+                facts: args.facts,
+            };
+            println!(
+                "{}",
+                run_startup_bench(global.open().await?, options).await?
             );
         }
         BenchCommand::Pipeline(args) => {

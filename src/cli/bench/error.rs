@@ -50,6 +50,9 @@ pub enum BenchError {
     /// The bridge answered something other than success.
     #[error("the bridge answered unexpectedly: {0}")]
     Answer(String),
+    /// The bench's operator key could not be made or enrolled.
+    #[error("the bench's operator key: {0}")]
+    Key(String),
     /// What the bench waits for did not happen in time, or a task it
     /// started failed.
     #[error("{0}")]
