@@ -77,8 +77,8 @@ pub enum BenchCommand {
     /// A worker's start-up: from its start to its first answer, and what
     /// the start adds to resident memory, with an empty registry and with
     /// a long one (card copies and signed control facts), where the second
-    /// start resumes from the view snapshots the first saved; the ratio
-    /// long/empty.
+    /// start resumes from the view snapshots the first saved; two starts
+    /// each, and the ratio of the next starts, long/empty.
     Startup(StartupArgs),
 }
 
