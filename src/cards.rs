@@ -192,6 +192,10 @@ pub struct LiveAgents {
     newest_micros: u64,
     /// Records folded since the last snapshot (or the start).
     unsaved: u64,
+    /// Whether it started from a snapshot, or saved one since.
+    resumed: bool,
+    /// When it last saved a snapshot, or started.
+    saved_at: Option<std::time::Instant>,
 }
 
 /// What a snapshot of [`LiveAgents`] holds: each member's newest card, as
@@ -210,7 +214,14 @@ impl LiveAgents {
     /// to), or empty when there is none or it cannot be read. Call
     /// [`LiveAgents::catch_up`] to read what follows.
     pub async fn resume(log: &SharedLog, topology: &Topology) -> Self {
-        let saved = match view::resume::<Vec<SavedSighting>>(log, topology, &view::CARDS).await {
+        let saved = match view::resume::<Vec<SavedSighting>>(
+            log,
+            topology,
+            &view::CARDS,
+            view::CARDS.name,
+        )
+        .await
+        {
             Ok(saved) => saved,
             Err(error) => {
                 tracing::warn!(%error, "the live-cards snapshot cannot be read; folding the registry from its start");
@@ -222,6 +233,7 @@ impl LiveAgents {
         };
         let mut agents = Self {
             next,
+            resumed: true,
             ..Self::default()
         };
         for saved in sightings {
@@ -241,14 +253,15 @@ impl LiveAgents {
         agents
     }
 
-    /// Saves a snapshot once [`view::SNAPSHOT_EVERY`] records were folded
-    /// since the last; returns whether it did.
+    /// Saves a snapshot when [`view::snapshot_due`] says one is due;
+    /// returns whether it did.
     pub async fn save_if_due(
         &mut self,
         log: &SharedLog,
         topology: &Topology,
     ) -> Result<bool, crate::replay::ReplayError> {
-        if self.unsaved < view::SNAPSHOT_EVERY {
+        let saved_at = *self.saved_at.get_or_insert_with(std::time::Instant::now);
+        if !view::snapshot_due(self.unsaved, self.resumed, saved_at.elapsed()) {
             return Ok(false);
         }
         let sightings: Vec<SavedSighting> = self
@@ -261,8 +274,18 @@ impl LiveAgents {
                 seen_micros: sighting.seen_micros,
             })
             .collect();
-        view::save(log, topology, &view::CARDS, &self.next, &sightings).await?;
+        view::save(
+            log,
+            topology,
+            &view::CARDS,
+            view::CARDS.name,
+            &self.next,
+            &sightings,
+        )
+        .await?;
         self.unsaved = 0;
+        self.resumed = true;
+        self.saved_at = Some(std::time::Instant::now());
         Ok(true)
     }
 

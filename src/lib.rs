@@ -94,7 +94,7 @@ pub use record::{RecordError, content_type_of, envelope_of};
 pub use retry::RetryPolicy;
 pub use routing::conversation_for_key;
 pub use topology::{
-    CommandRouting, DEFAULT_PARTITIONS, DEFAULT_STREAM, Inboxes, TopicNames, Topology,
+    CommandRouting, DEFAULT_PARTITIONS, DEFAULT_STREAM, Inboxes, Retentions, TopicNames, Topology,
     TopologyConfig, inbox_topic_name,
 };
 

@@ -3,7 +3,9 @@
 
 use agdx_wire::AgentId;
 
-use crate::log::{Log, LogError, TopicInfo};
+use std::time::Duration;
+
+use crate::log::{Log, LogError, Retention, TopicInfo};
 
 /// Default stream holding the agent topics.
 pub const DEFAULT_STREAM: &str = "agents";
@@ -43,6 +45,52 @@ impl Default for TopicNames {
             snapshots: "agent.snapshots".into(),
             blobs: "agent.blobs".into(),
             inbox_prefix: "agent.inbox.".into(),
+        }
+    }
+}
+
+/// A day, for the retention table.
+const DAY: Duration = Duration::from_secs(86_400);
+
+/// How long each agent topic keeps its records when agdx creates it; a
+/// topic that exists keeps its own (change it with the backend's tools).
+///
+/// The one table of the runtime's retention: commands (and every inbox and
+/// the log blob store's topic, so a claim-checked body lives as long as the
+/// command naming it), replies and the registry 7 days, dead letters 30
+/// days, snapshots forever (a view's newest snapshot is what lets the
+/// registry's old records go).
+///
+/// ```
+/// use std::time::Duration;
+/// use agdx::log::Retention;
+/// let r = agdx::Retentions::default();
+/// assert_eq!(r.registry, Retention::For(Duration::from_secs(7 * 86_400)));
+/// assert_eq!(r.snapshots, Retention::Forever);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Retentions {
+    /// `agent.commands`, every inbox and the blob topic.
+    pub commands: Retention,
+    /// `agent.responses`.
+    pub responses: Retention,
+    /// `agent.registry`: cards and control facts (facts in force outlive it
+    /// in the quarantine view's snapshots).
+    pub registry: Retention,
+    /// `agent.dlq`.
+    pub dlq: Retention,
+    /// `agent.snapshots`.
+    pub snapshots: Retention,
+}
+
+impl Default for Retentions {
+    fn default() -> Self {
+        Self {
+            commands: Retention::For(7 * DAY),
+            responses: Retention::For(7 * DAY),
+            registry: Retention::For(7 * DAY),
+            dlq: Retention::For(30 * DAY),
+            snapshots: Retention::Forever,
         }
     }
 }
@@ -144,6 +192,9 @@ pub struct Inboxes {
     pub prefix: String,
     /// Partitions of an inbox topic when it is created.
     pub partitions: u32,
+    /// Retention of an inbox topic when it is created (the commands
+    /// topic's).
+    pub retention: Retention,
 }
 
 impl Default for Inboxes {
@@ -152,6 +203,7 @@ impl Default for Inboxes {
             routing: CommandRouting::Shared,
             prefix: TopicNames::default().inbox_prefix,
             partitions: DEFAULT_PARTITIONS,
+            retention: Retentions::default().commands,
         }
     }
 }
@@ -175,6 +227,8 @@ pub struct TopologyConfig {
     /// Shared `agent.commands` ([`CommandRouting::Shared`], the default) or
     /// one inbox topic per agent.
     pub routing: CommandRouting,
+    /// How long each topic keeps its records when it is created.
+    pub retention: Retentions,
 }
 
 impl TopologyConfig {
@@ -185,12 +239,19 @@ impl TopologyConfig {
             topics: TopicNames::default(),
             partitions: DEFAULT_PARTITIONS,
             routing: CommandRouting::Shared,
+            retention: Retentions::default(),
         }
     }
 
     /// Routes commands as `routing` says.
     pub fn with_routing(mut self, routing: CommandRouting) -> Self {
         self.routing = routing;
+        self
+    }
+
+    /// Sets how long topics created from now on keep their records.
+    pub fn with_retention(mut self, retention: Retentions) -> Self {
+        self.retention = retention;
         self
     }
 
@@ -210,19 +271,20 @@ impl TopologyConfig {
     /// docs/runtime.md §2.
     async fn each(
         &self,
-        mut find: impl AsyncFnMut(&str) -> Result<TopicInfo, LogError>,
+        mut find: impl AsyncFnMut(&str, Retention) -> Result<TopicInfo, LogError>,
     ) -> Result<Topology, LogError> {
-        let t = &self.topics;
+        let (t, r) = (&self.topics, &self.retention);
         Ok(Topology {
-            commands: find(&t.commands).await?,
-            responses: find(&t.responses).await?,
-            registry: find(&t.registry).await?,
-            dlq: find(&t.dlq).await?,
-            snapshots: find(&t.snapshots).await?,
+            commands: find(&t.commands, r.commands).await?,
+            responses: find(&t.responses, r.responses).await?,
+            registry: find(&t.registry, r.registry).await?,
+            dlq: find(&t.dlq, r.dlq).await?,
+            snapshots: find(&t.snapshots, r.snapshots).await?,
             inboxes: Inboxes {
                 routing: self.routing,
                 prefix: t.inbox_prefix.clone(),
                 partitions: self.partitions,
+                retention: r.commands,
             },
         })
     }
@@ -231,18 +293,26 @@ impl TopologyConfig {
     /// the resolved topics; an existing topic with another partition count
     /// is [`LogError::PartitionMismatch`].
     pub async fn ensure(&self, log: &dyn Log) -> Result<Topology, LogError> {
-        self.each(async |name| log.ensure_topic(&self.stream, name, self.partitions).await)
-            .await
+        self.each(async |name, retention| {
+            log.ensure_topic_retained(&self.stream, name, self.partitions, retention)
+                .await
+        })
+        .await
     }
 
     /// Uses the topics that exist, whatever their partition count, and
     /// creates the missing ones with this configuration's count. This is
     /// what every command but `agdx init` does, so nothing needs setting up.
     pub async fn open(&self, log: &dyn Log) -> Result<Topology, LogError> {
-        self.each(async |name| match log.topic(&self.stream, name).await? {
-            Some(topic) => Ok(topic),
-            None => log.ensure_topic(&self.stream, name, self.partitions).await,
-        })
+        self.each(
+            async |name, retention| match log.topic(&self.stream, name).await? {
+                Some(topic) => Ok(topic),
+                None => {
+                    log.ensure_topic_retained(&self.stream, name, self.partitions, retention)
+                        .await
+                }
+            },
+        )
         .await
     }
 }
@@ -320,8 +390,13 @@ impl Topology {
         match log.topic(&self.commands.stream, &name).await? {
             Some(topic) => Ok(topic),
             None => {
-                log.ensure_topic(&self.commands.stream, &name, self.inboxes.partitions)
-                    .await
+                log.ensure_topic_retained(
+                    &self.commands.stream,
+                    &name,
+                    self.inboxes.partitions,
+                    self.inboxes.retention,
+                )
+                .await
             }
         }
     }
@@ -346,6 +421,19 @@ impl Topology {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The retention table, and the topics that share the commands' one.
+    #[test]
+    fn the_retention_table() {
+        let r = Retentions::default();
+        let days = |n: u64| Retention::For(Duration::from_secs(n * 86_400));
+        assert_eq!(
+            [r.commands, r.responses, r.registry, r.dlq, r.snapshots],
+            [days(7), days(7), days(7), days(30), Retention::Forever]
+        );
+        assert_eq!(Inboxes::default().retention, r.commands);
+        assert_eq!(TopologyConfig::new("s").retention, r);
+    }
 
     fn inbox(id: &str) -> String {
         inbox_topic_name("agent.inbox.", &AgentId::new(id).expect("an agent id"))

@@ -5,9 +5,11 @@
 //! with the age of the deployment, so a view saves its state as a
 //! [`FoldSnapshot`](agdx_wire::FoldSnapshot) on `agent.snapshots` (the
 //! format of [`Folded`](crate::replay::Folded), over all the topic's
-//! partitions) once it has folded [`SNAPSHOT_EVERY`] records since the
-//! last one, and the next start reads the newest snapshot and only what
-//! follows it. Each view has a conversation of its own
+//! partitions) when [`snapshot_due`] says so, and the next start reads the
+//! newest snapshot and only what follows it. Saving holds the view's topic
+//! from the snapshot's offsets on ([`Log::hold`](crate::log::Log::hold)),
+//! so the embedded log's retention never removes what the next start
+//! reads; a start that finds retention removed some anyway says so. Each view has a conversation of its own
 //! ([`conversation_of`]), so its snapshots sit in one partition.
 //!
 //! The views are declared in one table, [`VIEWS`].
@@ -26,6 +28,20 @@ use crate::topology::Topology;
 
 /// Records a view folds between two of its snapshots.
 pub const SNAPSHOT_EVERY: u64 = 10_000;
+
+/// Longest a view that folded anything goes without saving a snapshot,
+/// far within any topic's retention, so retention on Iggy and Kafka (which
+/// remove records by age alone) never removes records after a view's
+/// newest snapshot while the view runs.
+pub const SNAPSHOT_MAX_AGE: Duration = Duration::from_secs(3_600);
+
+/// Whether a view should save a snapshot now: it folded
+/// [`SNAPSHOT_EVERY`] records since its last one, or folded anything and
+/// either has no snapshot to resume from yet (so the next start need not
+/// fold again what this one did) or saved none for [`SNAPSHOT_MAX_AGE`].
+pub fn snapshot_due(unsaved: u64, resumed: bool, since_saved: Duration) -> bool {
+    unsaved >= SNAPSHOT_EVERY || (unsaved > 0 && (!resumed || since_saved >= SNAPSHOT_MAX_AGE))
+}
 
 /// Records read per poll by a view.
 const VIEW_BATCH: u32 = 1024;
@@ -65,16 +81,20 @@ pub fn conversation_of(view: &ViewName) -> ConversationId {
 
 /// A view's state from its newest snapshot, and per partition the next
 /// offset to read; `None` when it has no snapshot.
+/// `instance` tells apart the snapshots of readers whose folds differ for
+/// the same records (the quarantine set of readers trusting other keys):
+/// each resumes only from its own kind ([`ViewName::name`] when all agree).
 pub(crate) async fn resume<S: DeserializeOwned>(
     log: &SharedLog,
     topology: &Topology,
     view: &ViewName,
+    instance: &str,
 ) -> Result<Option<(S, BTreeMap<u32, u64>)>, ReplayError> {
     let Some(saved) = latest_snapshot(
         log,
         &topology.snapshots,
         conversation_of(view),
-        view.name,
+        instance,
         (view.topic)(topology),
     )
     .await?
@@ -82,20 +102,49 @@ pub(crate) async fn resume<S: DeserializeOwned>(
         return Ok(None);
     };
     let state = from_cbor(&saved.state)?;
-    let next = saved
+    let next: BTreeMap<u32, u64> = saved
         .as_of
         .into_iter()
         .map(|(p, offset)| (p, offset.saturating_add(1)))
         .collect();
+    report_gaps(log, (view.topic)(topology), view, &next).await;
     Ok(Some((state, next)))
 }
 
+/// Warns about each partition whose records after the snapshot retention
+/// already removed: the view misses what they held.
+async fn report_gaps(
+    log: &SharedLog,
+    topic: &TopicInfo,
+    view: &ViewName,
+    next: &BTreeMap<u32, u64>,
+) {
+    for partition in 0..topic.partitions.get() {
+        let from = next.get(&partition).copied().unwrap_or(0);
+        match log.first_offset(topic, partition).await {
+            Ok(Some(first)) if first > from => tracing::warn!(
+                view = view.name,
+                topic = %topic.topic,
+                partition,
+                "retention removed offsets {from} to {} before a snapshot of the view covered them: what they held is missing from the view; give the topic a longer retention than the views' snapshot interval",
+                first - 1
+            ),
+            Ok(_) => {}
+            Err(error) => {
+                tracing::debug!(%error, partition, "cannot read where the partition starts")
+            }
+        }
+    }
+}
+
 /// Saves a view's `state`, folded up to (not including) `next` per
-/// partition. Partitions it has read nothing of are left out.
+/// partition, as `instance` (see [`resume`]), and holds the view's topic
+/// from `next` on for it. Partitions it has read nothing of are left out.
 pub(crate) async fn save<S: Serialize>(
     log: &SharedLog,
     topology: &Topology,
     view: &ViewName,
+    instance: &str,
     next: &BTreeMap<u32, u64>,
     state: &S,
 ) -> Result<(), ReplayError> {
@@ -106,12 +155,18 @@ pub(crate) async fn save<S: Serialize>(
         .collect();
     let snapshot = snapshot_of(
         conversation_of(view),
-        view.name,
+        instance,
         (view.topic)(topology),
         as_of,
         to_cbor(state)?,
     )?;
     append_snapshot(log, &topology.snapshots, &snapshot).await?;
+    // The next start reads on from here: retention must leave it.
+    let topic = (view.topic)(topology);
+    let from: Vec<(u32, u64)> = (0..topic.partitions.get())
+        .map(|p| (p, next.get(&p).copied().unwrap_or(0)))
+        .collect();
+    log.hold(topic, instance, &from).await?;
     Ok(())
 }
 
@@ -148,6 +203,19 @@ pub(crate) async fn read_partition(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A view saves after a snapshot's worth of records, after anything
+    /// once it has no snapshot, and after anything once an hour passed.
+    #[test]
+    fn a_snapshot_is_due_by_count_by_first_start_or_by_age() {
+        let minute = Duration::from_secs(60);
+        assert!(snapshot_due(SNAPSHOT_EVERY, true, minute));
+        assert!(!snapshot_due(SNAPSHOT_EVERY - 1, true, minute));
+        assert!(snapshot_due(1, false, Duration::ZERO));
+        assert!(!snapshot_due(0, false, SNAPSHOT_MAX_AGE));
+        assert!(snapshot_due(1, true, SNAPSHOT_MAX_AGE));
+        assert!(!snapshot_due(1, true, SNAPSHOT_MAX_AGE - minute));
+    }
 
     #[test]
     fn views_have_distinct_names_and_conversations() {

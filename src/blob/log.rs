@@ -27,7 +27,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 use super::{BlobError, BlobStore};
-use crate::log::{LogError, LogRecord, OutgoingRecord, SharedLog, TopicInfo, lock};
+use crate::log::{LogError, LogRecord, OutgoingRecord, Retention, SharedLog, TopicInfo, lock};
 use crate::routing::partition_for_key;
 use crate::topology::TopologyConfig;
 
@@ -202,6 +202,7 @@ pub struct LogBlobStore {
     stream: String,
     topic: String,
     partitions: u32,
+    retention: Retention,
     chunk_bytes: usize,
     /// Topics looked up so far, by name.
     topics: Mutex<HashMap<String, TopicInfo>>,
@@ -228,6 +229,7 @@ impl LogBlobStore {
             stream: topology.stream.clone(),
             topic: topology.topics.blobs.clone(),
             partitions: topology.partitions,
+            retention: topology.retention.commands,
             chunk_bytes,
             topics: Mutex::new(HashMap::new()),
         }
@@ -254,9 +256,8 @@ impl LogBlobStore {
     /// The blob topic, created when missing.
     ///
     /// The one place the blob topic's settings are decided: it is created
-    /// like the agent topics (the commands topic's partition count). When
-    /// topics get a retention, the commands topic's is passed here, so a
-    /// blob lives as long as the records that reference it.
+    /// like the agent topics, with the commands topic's partition count and
+    /// retention, so a blob lives as long as the records that reference it.
     async fn write_topic(&self) -> Result<TopicInfo, BlobError> {
         if let Some(topic) = lock(&self.topics).get(&self.topic) {
             return Ok(topic.clone());
@@ -266,7 +267,7 @@ impl LogBlobStore {
             Ok(Some(topic)) => topic,
             Ok(None) => self
                 .log
-                .ensure_topic(&self.stream, &self.topic, self.partitions)
+                .ensure_topic_retained(&self.stream, &self.topic, self.partitions, self.retention)
                 .await
                 .map_err(&on_log)?,
             Err(e) => return Err(on_log(e)),

@@ -35,8 +35,10 @@ pub async fn run(global: &Global, args: AgentsArgs) -> Result<(), Failure> {
     let mut agents = LiveAgents::resume(&log, &topology).await;
     loop {
         agents.catch_up(&log, &topology.registry).await?;
-        agents.save_if_due(&log, &topology).await?;
+        // Who is live as of what was just read: saving a snapshot can take
+        // longer than a short card TTL.
         let now = SystemClock.now_micros();
+        agents.save_if_due(&log, &topology).await?;
         let live = agents.live(now);
         if args.watch {
             println!("— {} —", timestamp(now));

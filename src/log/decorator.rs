@@ -12,7 +12,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::{
-    Append, GroupMember, Log, LogError, LogRecord, OffsetCommit, OutgoingRecord, TopicInfo,
+    Append, GroupMember, Log, LogError, LogRecord, OffsetCommit, OutgoingRecord, Retention,
+    TopicInfo,
 };
 
 /// A log made by wrapping another ([`LogDecorator::inner`]): each method
@@ -68,14 +69,27 @@ pub trait LogDecorator: Send + Sync + 'static {
         self.inner().max_record_bytes()
     }
 
-    /// [`Log::ensure_topic`].
-    async fn ensure_topic(
+    /// [`Log::ensure_topic_retained`].
+    async fn ensure_topic_retained(
         &self,
         stream: &str,
         topic: &str,
         partitions: u32,
+        retention: Retention,
     ) -> Result<TopicInfo, LogError> {
-        self.inner().ensure_topic(stream, topic, partitions).await
+        self.inner()
+            .ensure_topic_retained(stream, topic, partitions, retention)
+            .await
+    }
+
+    /// [`Log::hold`].
+    async fn hold(
+        &self,
+        topic: &TopicInfo,
+        holder: &str,
+        from: &[(u32, u64)],
+    ) -> Result<(), LogError> {
+        self.inner().hold(topic, holder, from).await
     }
 
     /// [`Log::topic`].
@@ -180,13 +194,23 @@ impl<D: LogDecorator> Log for D {
         LogDecorator::max_record_bytes(self)
     }
 
-    async fn ensure_topic(
+    async fn ensure_topic_retained(
         &self,
         stream: &str,
         topic: &str,
         partitions: u32,
+        retention: Retention,
     ) -> Result<TopicInfo, LogError> {
-        LogDecorator::ensure_topic(self, stream, topic, partitions).await
+        LogDecorator::ensure_topic_retained(self, stream, topic, partitions, retention).await
+    }
+
+    async fn hold(
+        &self,
+        topic: &TopicInfo,
+        holder: &str,
+        from: &[(u32, u64)],
+    ) -> Result<(), LogError> {
+        LogDecorator::hold(self, topic, holder, from).await
     }
 
     async fn topic(&self, stream: &str, topic: &str) -> Result<Option<TopicInfo>, LogError> {
@@ -299,9 +323,19 @@ mod tests {
             self.note("max_record_bytes");
             1
         }
-        async fn ensure_topic(&self, _: &str, _: &str, _: u32) -> Result<TopicInfo, LogError> {
-            self.note("ensure_topic");
+        async fn ensure_topic_retained(
+            &self,
+            _: &str,
+            _: &str,
+            _: u32,
+            _: Retention,
+        ) -> Result<TopicInfo, LogError> {
+            self.note("ensure_topic_retained");
             Err(refused())
+        }
+        async fn hold(&self, _: &TopicInfo, _: &str, _: &[(u32, u64)]) -> Result<(), LogError> {
+            self.note("hold");
+            Ok(())
         }
         async fn topic(&self, _: &str, _: &str) -> Result<Option<TopicInfo>, LogError> {
             self.note("topic");
@@ -399,7 +433,10 @@ mod tests {
         };
         log.describe();
         log.max_record_bytes();
-        let _ = log.ensure_topic("s", "t", 1).await;
+        let _ = log
+            .ensure_topic_retained("s", "t", 1, Retention::Forever)
+            .await;
+        let _ = log.hold(&topic, "h", &[(0, 0)]).await;
         let _ = log.topic("s", "t").await;
         let _ = log.append(&topic, 0, Vec::new()).await;
         let _ = log.poll(&topic, 0, 0, 1, Duration::ZERO).await;
@@ -415,7 +452,8 @@ mod tests {
             [
                 "describe",
                 "max_record_bytes",
-                "ensure_topic",
+                "ensure_topic_retained",
+                "hold",
                 "topic",
                 "append",
                 "poll",

@@ -35,6 +35,7 @@ pub mod iggy;
 #[cfg(feature = "kafka")]
 pub mod kafka;
 mod precondition;
+mod retention;
 #[cfg(any(feature = "embedded", feature = "iggy", feature = "kafka"))]
 mod spec;
 
@@ -42,6 +43,7 @@ pub use damage::Damage;
 pub use decorator::LogDecorator;
 pub use error::{Cause, LogError};
 pub use precondition::{check_append, check_poll};
+pub use retention::Retention;
 #[cfg(feature = "embedded")]
 pub use spec::DEFAULT_LOG;
 #[cfg(any(feature = "embedded", feature = "iggy", feature = "kafka"))]
@@ -184,14 +186,48 @@ pub trait Log: Send + Sync + 'static {
     fn max_record_bytes(&self) -> usize;
 
     /// Creates the stream and the topic with `partitions` partitions unless
-    /// they exist (idempotent). An existing topic with a different partition
-    /// count is an error ([`LogError::PartitionMismatch`]).
+    /// they exist (idempotent), keeping records as the backend does by
+    /// default ([`Retention::BackendDefault`]); see
+    /// [`Log::ensure_topic_retained`].
     async fn ensure_topic(
         &self,
         stream: &str,
         topic: &str,
         partitions: u32,
+    ) -> Result<TopicInfo, LogError> {
+        self.ensure_topic_retained(stream, topic, partitions, Retention::BackendDefault)
+            .await
+    }
+
+    /// Creates the stream and the topic with `partitions` partitions unless
+    /// they exist (idempotent); a topic this call creates keeps its records
+    /// as `retention` says, an existing topic keeps the retention it has. An
+    /// existing topic with a different partition count is an error
+    /// ([`LogError::PartitionMismatch`]).
+    async fn ensure_topic_retained(
+        &self,
+        stream: &str,
+        topic: &str,
+        partitions: u32,
+        retention: Retention,
     ) -> Result<TopicInfo, LogError>;
+
+    /// Asks the log to keep, for each `(partition, offset)` of `from`, the
+    /// partition's records from `offset` on whatever their age, for
+    /// `holder` (each holder has one hold per partition; placing it again
+    /// moves it). A view resuming from a
+    /// snapshot holds the offset it reads on from. The embedded log honours
+    /// holds; Iggy and Kafka remove records by age alone, and the default
+    /// does nothing.
+    async fn hold(
+        &self,
+        topic: &TopicInfo,
+        holder: &str,
+        from: &[(u32, u64)],
+    ) -> Result<(), LogError> {
+        let _ = (topic, holder, from);
+        Ok(())
+    }
 
     /// Looks a topic up without creating it.
     async fn topic(&self, stream: &str, topic: &str) -> Result<Option<TopicInfo>, LogError>;

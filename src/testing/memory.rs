@@ -227,11 +227,14 @@ impl Log for MemoryLog {
         MEMORY_MAX_RECORD_BYTES
     }
 
-    async fn ensure_topic(
+    /// The memory log keeps every record while it lives, whatever the
+    /// retention.
+    async fn ensure_topic_retained(
         &self,
         stream: &str,
         topic: &str,
         partitions: u32,
+        _retention: crate::log::Retention,
     ) -> Result<TopicInfo, LogError> {
         self.ensure_now(stream, topic, partitions)
     }

@@ -547,6 +547,7 @@ async fn a_log_made_with_the_leases_inside_is_upgraded_when_opened() {
         .execute_batch(
             "CREATE TABLE group_members (topic_key INTEGER, grp TEXT, member TEXT, pid INTEGER, lease_until INTEGER);
              CREATE TABLE group_owners (topic_key INTEGER, grp TEXT, part INTEGER, member TEXT);
+             DROP TABLE retention; DROP TABLE low_water; DROP TABLE holds;
              PRAGMA user_version = 1;",
         )
         .expect("make it a format 1 log");
@@ -561,7 +562,7 @@ async fn a_log_made_with_the_leases_inside_is_upgraded_when_opened() {
     let version: i32 = db
         .query_row("PRAGMA user_version", [], |row| row.get(0))
         .expect("version");
-    assert_eq!(version, 2);
+    assert_eq!(version, 3);
     let old_tables: i64 = db
         .query_row(
             "SELECT count(*) FROM sqlite_schema WHERE name IN ('group_members', 'group_owners')",

@@ -715,3 +715,41 @@ async fn unreachable_servers_and_wrong_passwords_say_so() {
     assert!(matches!(err, LogError::AccessDenied { .. }), "{err}");
     assert!(!err.to_string().contains("wrong-password"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_topics_retention_is_its_message_expiry() {
+    let Some(server) = server().await else { return };
+    let stream = unique_name("stream");
+    let hours = server
+        .log
+        .ensure_topic_retained(
+            &stream,
+            "aging",
+            1,
+            agdx::log::Retention::For(Duration::from_secs(7200)),
+        )
+        .await
+        .expect("a topic with a retention");
+    let kept = server
+        .log
+        .ensure_topic_retained(&stream, "kept", 1, agdx::log::Retention::Forever)
+        .await
+        .expect("a topic kept forever");
+    let client = plain_client(&server).await;
+    let expiry = async |topic: &TopicInfo| {
+        client
+            .get_topic(
+                &topic.stream.as_str().try_into().unwrap(),
+                &topic.topic.as_str().try_into().unwrap(),
+            )
+            .await
+            .expect("get the topic")
+            .expect("the topic")
+            .message_expiry
+    };
+    assert_eq!(
+        expiry(&hours).await,
+        IggyExpiry::ExpireDuration(Duration::from_secs(7200).into())
+    );
+    assert_eq!(expiry(&kept).await, IggyExpiry::NeverExpire);
+}

@@ -451,3 +451,42 @@ async fn a_tansu_broker_killed_with_sigkill_keeps_acknowledged_records_and_offse
     );
     assert_eq!(log.committed_offset(&topic, "g", 1).await.unwrap(), Some(2));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_topics_retention_is_its_retention_ms() {
+    use rdkafka::admin::{AdminClient, AdminOptions, ResourceSpecifier};
+    use rdkafka::client::DefaultClientContext;
+    let Some(broker) = broker().await else { return };
+    let stream = unique_stream("kafka");
+    for (topic, retention) in [
+        (
+            "aging",
+            agdx::log::Retention::For(Duration::from_secs(7200)),
+        ),
+        ("kept", agdx::log::Retention::Forever),
+    ] {
+        broker
+            .log
+            .ensure_topic_retained(&stream, topic, 1, retention)
+            .await
+            .expect("a topic with a retention");
+    }
+    let admin: AdminClient<DefaultClientContext> =
+        plain_config(&broker.url).create().expect("an admin client");
+    for (topic, wanted) in [("aging", "7200000"), ("kept", "-1")] {
+        let name = format!("{stream}.{topic}");
+        let described = admin
+            .describe_configs([&ResourceSpecifier::Topic(&name)], &AdminOptions::new())
+            .await
+            .expect("describe the topic's configuration");
+        let config = described
+            .into_iter()
+            .next()
+            .expect("one answer")
+            .expect("the topic's configuration");
+        let retention = config
+            .get("retention.ms")
+            .and_then(|entry| entry.value.clone());
+        assert_eq!(retention.as_deref(), Some(wanted), "{name}");
+    }
+}

@@ -62,6 +62,7 @@ mod prepared_batches;
 mod quarantine;
 mod replay_busy_log;
 mod replay_timeline;
+mod retention;
 mod signed_commands;
 mod signing_vectors;
 mod trust_cli;

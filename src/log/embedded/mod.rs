@@ -141,12 +141,14 @@ mod fault;
 mod group;
 mod marks;
 mod read;
+mod retention;
 mod schema;
 mod verify;
 mod wake;
 
 pub use group::{LEASE, RENEW_EVERY};
 pub use marks::Lost;
+pub use retention::{HOLD_LIFETIME, SWEEP_EVERY, Truncated};
 
 /// Largest payload of one record: 64 MB, the same limit as Apache Iggy's
 /// (`MAX_PAYLOAD_SIZE`), so a record fits both backends or neither.
@@ -187,6 +189,8 @@ struct Core {
     /// [`DirWake::changes`] taken before that read.
     found_nothing: Mutex<HashMap<(i64, u32), (u64, u64)>>,
     wake: Arc<DirWake>,
+    /// When this process last swept for retention, epoch microseconds.
+    last_sweep: std::sync::atomic::AtomicI64,
 }
 
 /// A topic as stored: its row key and what the port knows of it.
@@ -312,6 +316,7 @@ impl EmbeddedLog {
                 readers: Mutex::default(),
                 topics: Mutex::default(),
                 found_nothing: Mutex::default(),
+                last_sweep: std::sync::atomic::AtomicI64::new(0),
             }),
         };
         Ok((log, lost))
@@ -445,6 +450,8 @@ impl Core {
                 let mut queue = lock(&self.queue);
                 if queue.writes.is_empty() {
                     queue.flushing = false;
+                    drop(queue);
+                    self.sweep_if_due();
                     return;
                 }
                 std::mem::take(&mut queue.writes)
@@ -713,6 +720,7 @@ fn ensure_topic(
     stream: &str,
     topic: &str,
     partitions: u32,
+    retention: crate::log::Retention,
 ) -> Result<TopicRow, Fault> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     if let Some(row) = find_topic(&tx, BY_NAME, params![stream, topic])? {
@@ -756,8 +764,10 @@ fn ensure_topic(
         "INSERT INTO topics (stream_id, id, name, partitions, created_micros) VALUES (?1, ?2, ?3, ?4, ?5)",
         params![stream_id, topic_id, topic, partitions, now],
     )?;
+    let key = tx.last_insert_rowid();
+    retention::set(&tx, key, retention)?;
     let row = TopicRow {
-        key: tx.last_insert_rowid(),
+        key,
         info: TopicInfo::resolved(
             stream.to_owned(),
             topic.to_owned(),
@@ -780,11 +790,12 @@ impl Log for EmbeddedLog {
         MAX_RECORD_BYTES
     }
 
-    async fn ensure_topic(
+    async fn ensure_topic_retained(
         &self,
         stream: &str,
         topic: &str,
         partitions: u32,
+        retention: crate::log::Retention,
     ) -> Result<TopicInfo, LogError> {
         check_name("stream", stream)?;
         check_name("topic", topic)?;
@@ -796,8 +807,14 @@ impl Log for EmbeddedLog {
         let core = self.core.clone();
         let (stream, topic) = (stream.to_owned(), topic.to_owned());
         blocking(move || {
-            let row = ensure_topic(&mut lock(&core.writer), &stream, &topic, partitions)
-                .map_err(|f| f.into_log(&core.db))?;
+            let row = ensure_topic(
+                &mut lock(&core.writer),
+                &stream,
+                &topic,
+                partitions,
+                retention,
+            )
+            .map_err(|f| f.into_log(&core.db))?;
             let info = row.info.clone();
             lock(&core.topics).insert((info.stream_id, info.topic_id), Arc::new(row));
             Ok(info)
@@ -921,6 +938,25 @@ impl Log for EmbeddedLog {
                 _ = tokio::time::sleep_until(deadline) => false,
             };
         }
+    }
+
+    async fn hold(
+        &self,
+        topic: &TopicInfo,
+        holder: &str,
+        from: &[(u32, u64)],
+    ) -> Result<(), LogError> {
+        let row = self.resolve(topic).await?;
+        for (partition, _) in from {
+            row.info.check_partition(*partition)?;
+        }
+        let core = self.core.clone();
+        let (holder, from) = (holder.to_owned(), from.to_vec());
+        blocking(move || {
+            retention::hold(&mut lock(&core.writer), row.key, &holder, &from)
+                .map_err(|f| f.into_log(&core.db))
+        })
+        .await
     }
 
     async fn last_offset(

@@ -1,7 +1,9 @@
 //! Reading records back, and telling damage from the end of a partition.
 //!
 //! Offsets are dense: an append takes the offsets right after the
-//! partition's last record and nothing deletes one. So besides each
+//! partition's last record and only retention deletes records, from the
+//! start of a partition up to its low-water mark (see the `retention`
+//! module). So besides each
 //! record's checksum and header block, a read checks that offsets run on
 //! without a gap; whatever the database cannot give back is reported as a
 //! [`Damage`] naming the offsets, never passed over:
@@ -24,7 +26,7 @@
 use agdx_wire::LogPosition;
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::{Fault, LogError, LogRecord, TopicRow, codec};
+use super::{Fault, LogError, LogRecord, TopicRow, codec, retention};
 use crate::log::{Damage, POLL_BYTES_BUDGET};
 use crate::sqlite;
 
@@ -83,6 +85,14 @@ fn scan(
         // The query asks for offsets from `from` on, so only damage makes
         // one negative; it reads as a record that fails its checks.
         let offset = u64::try_from(stored).unwrap_or(expected);
+        // Retention removed the records before the partition's low-water
+        // mark: a read from below it starts there.
+        if offset > expected
+            && out.is_empty()
+            && let Some(first) = retention::low_water(conn, topic.key, part)?
+        {
+            expected = expected.max(first);
+        }
         let damage = if offset > expected {
             Some(Damage::range(
                 topic.info.position(part, expected),

@@ -34,22 +34,27 @@ pub(super) struct Database {
     what: &'static str,
     /// `PRAGMA user_version`: the on-disk format this code reads and writes.
     version: i32,
-    /// The tables of a new file.
-    schema: &'static str,
-    /// Brings a file of the previous version (`version - 1`) to this one.
-    upgrade: Option<&'static str>,
+    /// The tables of a new file, in parts.
+    schema: &'static [&'static str],
+    /// Bring a file of an older version to this one, step by step: entry
+    /// `k` upgrades version `k + 1` to `k + 2`.
+    upgrades: &'static [&'static str],
     /// The page size of a new file (an existing file keeps its own).
     page_size: u32,
 }
 
 /// The records and offsets. Version 1 also held the group leases; version 2
 /// moved them to [`GROUPS`], and upgrading drops them here (leases are
-/// rebuilt by the next renewals).
+/// rebuilt by the next renewals). Version 3 added retention: the
+/// `retention`, `low_water` and `holds` tables.
 pub(super) const RECORDS: Database = Database {
     what: "records",
-    version: 2,
-    schema: RECORDS_SCHEMA,
-    upgrade: Some("DROP TABLE group_members; DROP TABLE group_owners;"),
+    version: 3,
+    schema: &[RECORDS_SCHEMA, RETENTION_SCHEMA],
+    upgrades: &[
+        "DROP TABLE group_members; DROP TABLE group_owners;",
+        RETENTION_SCHEMA,
+    ],
     // Records up to about 2 KiB stay within their B-tree page instead of
     // spilling into overflow pages (at 4 KiB a row over about 1 KiB
     // spills). Not larger: every commit writes each page it touched to the
@@ -63,8 +68,8 @@ pub(super) const RECORDS: Database = Database {
 pub(super) const GROUPS: Database = Database {
     what: "group leases",
     version: 1,
-    schema: GROUPS_SCHEMA,
-    upgrade: None,
+    schema: &[GROUPS_SCHEMA],
+    upgrades: &[],
     page_size: 4_096,
 };
 
@@ -72,8 +77,8 @@ pub(super) const GROUPS: Database = Database {
 pub(super) const MARKS: Database = Database {
     what: "high-water marks",
     version: 1,
-    schema: MARKS_SCHEMA,
-    upgrade: None,
+    schema: &[MARKS_SCHEMA],
+    upgrades: &[],
     page_size: 4_096,
 };
 
@@ -111,6 +116,30 @@ CREATE TABLE group_offsets (
     part      INTEGER NOT NULL,
     off       INTEGER NOT NULL,
     PRIMARY KEY (topic_key, grp, part)
+) WITHOUT ROWID;
+";
+
+/// The retention tables of `log.sqlite3` (see the `retention` module):
+/// the age past which a topic's records go, the first offset each
+/// partition still holds once some went, and the offsets readers hold.
+const RETENTION_SCHEMA: &str = "
+CREATE TABLE retention (
+    topic_key      INTEGER PRIMARY KEY,
+    max_age_micros INTEGER NOT NULL
+);
+CREATE TABLE low_water (
+    topic_key INTEGER NOT NULL,
+    part      INTEGER NOT NULL,
+    first     INTEGER NOT NULL,
+    PRIMARY KEY (topic_key, part)
+) WITHOUT ROWID;
+CREATE TABLE holds (
+    topic_key INTEGER NOT NULL,
+    part      INTEGER NOT NULL,
+    holder    TEXT    NOT NULL,
+    off       INTEGER NOT NULL,
+    placed    INTEGER NOT NULL,
+    PRIMARY KEY (topic_key, part, holder)
 ) WITHOUT ROWID;
 ";
 
@@ -250,10 +279,14 @@ fn prepare(conn: &mut Connection, location: &str, database: &Database) -> Result
         return Ok(());
     }
     if application_id == APPLICATION_ID {
-        if let Some(upgrade) = database.upgrade
-            && version == database.version - 1
-        {
-            tx.execute_batch(upgrade)?;
+        let steps = usize::try_from(version - 1)
+            .ok()
+            .and_then(|from| database.upgrades.get(from..))
+            .filter(|steps| !steps.is_empty() && version < database.version);
+        if let Some(steps) = steps {
+            for step in steps {
+                tx.execute_batch(step)?;
+            }
             tx.pragma_update(None, "user_version", database.version)?;
             tx.commit()?;
             return Ok(());
@@ -273,7 +306,9 @@ fn prepare(conn: &mut Connection, location: &str, database: &Database) -> Result
             "it holds another program's SQLite database; point the log at an empty or agdx-made directory".to_owned(),
         ));
     }
-    tx.execute_batch(database.schema)?;
+    for part in database.schema {
+        tx.execute_batch(part)?;
+    }
     tx.pragma_update(None, "application_id", APPLICATION_ID)?;
     tx.pragma_update(None, "user_version", database.version)?;
     tx.commit()?;

@@ -67,7 +67,19 @@ pub use self::durability::{Durability, UnknownDurability};
 pub(crate) use self::durability::{join_durability, split_durability};
 use self::errors::{request_error, topic_error};
 use self::group::{IggyMember, Routed};
-use super::{GroupMember, Log, LogError, LogRecord, OutgoingRecord, TopicInfo};
+use super::{GroupMember, Log, LogError, LogRecord, OutgoingRecord, Retention, TopicInfo};
+
+/// A topic's message expiry for `retention`. The server removes expired
+/// messages only with its message cleaner on (`[data_maintenance.messages]
+/// cleaner_enabled`, off in its default settings), and then whole segments
+/// once every message in one has expired.
+pub(crate) fn message_expiry(retention: Retention) -> IggyExpiry {
+    match retention {
+        Retention::BackendDefault => IggyExpiry::ServerDefault,
+        Retention::Forever => IggyExpiry::NeverExpire,
+        Retention::For(age) => IggyExpiry::ExpireDuration(age.into()),
+    }
+}
 
 /// The largest payload Iggy accepts in one message.
 pub const MAX_RECORD_BYTES: usize = MAX_PAYLOAD_SIZE as usize;
@@ -443,11 +455,12 @@ impl Log for IggyLog {
         MAX_RECORD_BYTES
     }
 
-    async fn ensure_topic(
+    async fn ensure_topic_retained(
         &self,
         stream: &str,
         topic: &str,
         partitions: u32,
+        retention: Retention,
     ) -> Result<TopicInfo, LogError> {
         if partitions == 0 || partitions > MAX_PARTITIONS {
             return Err(LogError::InvalidInput(format!(
@@ -468,7 +481,7 @@ impl Log for IggyLog {
                         partitions,
                         CompressionAlgorithm::None,
                         None,
-                        IggyExpiry::ServerDefault,
+                        message_expiry(retention),
                         MaxTopicSize::ServerDefault,
                     )
                     .await;

@@ -72,7 +72,7 @@ use self::reader::{Reader, blocking};
 pub(crate) use self::records::topic_name;
 use self::records::{group_id, kafka_headers, kafka_partition};
 pub(crate) use self::target::KafkaTarget;
-use super::{GroupMember, Log, LogError, LogRecord, OutgoingRecord, TopicInfo, lock};
+use super::{GroupMember, Log, LogError, LogRecord, OutgoingRecord, Retention, TopicInfo, lock};
 
 /// How long a metadata or offset request may take: the Kafka clients'
 /// request timeout, since a busy broker answers these behind its fetches.
@@ -271,6 +271,16 @@ impl Drop for KafkaLog {
     }
 }
 
+/// The topic's `retention.ms` for `retention` (`-1`: forever), `None` to
+/// leave the broker's default.
+fn retention_ms(retention: Retention) -> Option<String> {
+    match retention {
+        Retention::BackendDefault => None,
+        Retention::Forever => Some("-1".to_owned()),
+        Retention::For(age) => Some(age.as_millis().min(i64::MAX as u128).to_string()),
+    }
+}
+
 #[async_trait]
 impl Log for KafkaLog {
     fn describe(&self) -> String {
@@ -281,11 +291,12 @@ impl Log for KafkaLog {
         self.target.max_record_bytes
     }
 
-    async fn ensure_topic(
+    async fn ensure_topic_retained(
         &self,
         stream: &str,
         topic: &str,
         partitions: u32,
+        retention: Retention,
     ) -> Result<TopicInfo, LogError> {
         if partitions == 0 || partitions > MAX_PARTITIONS {
             return Err(LogError::InvalidInput(format!(
@@ -297,13 +308,17 @@ impl Log for KafkaLog {
             Some(existing) => existing,
             None => {
                 let replication = self.target.replication.unwrap_or(-1);
-                let new = NewTopic::new(
+                let retention_ms = retention_ms(retention);
+                let mut new = NewTopic::new(
                     &name,
                     i32::try_from(partitions).unwrap_or(i32::MAX),
                     TopicReplication::Fixed(replication),
                 )
                 // The broker's clock stamps records, as on Iggy.
                 .set("message.timestamp.type", "LogAppendTime");
+                if let Some(ms) = &retention_ms {
+                    new = new.set("retention.ms", ms);
+                }
                 let options = AdminOptions::new().operation_timeout(Some(REQUEST_TIMEOUT));
                 let created = self
                     .clients()

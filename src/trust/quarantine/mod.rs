@@ -25,7 +25,7 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use agdx_wire::{AgentEnvelope, AgentId, LogPosition, RecordId, StatusBodyError, StatusOperation};
 use serde::{Deserialize, Serialize};
@@ -414,6 +414,12 @@ struct Progress {
     fold: QuarantineFold,
     next: BTreeMap<u32, u64>,
     unsaved: u64,
+    /// Whether the watch started from a snapshot, or saved one since.
+    resumed: bool,
+    /// When it last saved a snapshot, or started.
+    saved_at: Instant,
+    /// The name its snapshots go by ([`instance_of`]).
+    instance: String,
 }
 
 impl Progress {
@@ -430,12 +436,14 @@ impl Progress {
     }
 
     /// The snapshot to save when one is due.
-    fn due(&mut self) -> Option<(snapshot::SavedFacts, BTreeMap<u32, u64>)> {
-        if self.unsaved < view::SNAPSHOT_EVERY {
+    fn due(&mut self) -> Option<(snapshot::SavedFacts, BTreeMap<u32, u64>, String)> {
+        if !view::snapshot_due(self.unsaved, self.resumed, self.saved_at.elapsed()) {
             return None;
         }
         self.unsaved = 0;
-        Some((self.fold.saved(), self.next.clone()))
+        self.resumed = true;
+        self.saved_at = Instant::now();
+        Some((self.fold.saved(), self.next.clone(), self.instance.clone()))
     }
 }
 
@@ -444,7 +452,7 @@ impl Progress {
 ///
 /// It starts from the newest quarantine snapshot on `agent.snapshots`
 /// ([`crate::view`]) and reads only the registry records after it, and
-/// saves a snapshot every [`view::SNAPSHOT_EVERY`] records it folds. A
+/// saves a snapshot when [`view::snapshot_due`] says so. A
 /// snapshot holds every verified fact; the facts in force keep their
 /// signed records and are verified again when a watch resumes from it (a
 /// snapshot that fails is passed over and the registry read from its
@@ -482,11 +490,15 @@ impl QuarantineWatch {
         verifier: Verifier,
     ) -> Result<Self, LogError> {
         let registry = topology.registry.clone();
-        let (fold, next) = resume(&log, &topology, verifier).await;
+        let instance = instance_of(&verifier);
+        let (fold, next) = resume(&log, &topology, verifier, &instance).await;
         let progress = Arc::new(Mutex::new(Progress {
             fold,
+            resumed: !next.is_empty(),
             next,
             unsaved: 0,
+            saved_at: Instant::now(),
+            instance,
         }));
         for partition in 0..registry.partitions.get() {
             let from = lock(&progress).next.get(&partition).copied().unwrap_or(0);
@@ -543,8 +555,16 @@ async fn resume(
     log: &SharedLog,
     topology: &Topology,
     verifier: Verifier,
+    instance: &str,
 ) -> (QuarantineFold, BTreeMap<u32, u64>) {
-    let saved = match view::resume::<snapshot::SavedFacts>(log, topology, &view::QUARANTINE).await {
+    let saved = match view::resume::<snapshot::SavedFacts>(
+        log,
+        topology,
+        &view::QUARANTINE,
+        instance,
+    )
+    .await
+    {
         Ok(saved) => saved,
         Err(error) => {
             tracing::warn!(%error, "the quarantine snapshot cannot be read; folding the registry from its start");
@@ -563,12 +583,27 @@ async fn resume(
     }
 }
 
+/// The name a watch's snapshots go by: the view's and the fingerprint of
+/// the keys it trusts. A reader trusting other keys folds another set from
+/// the same records, and its snapshot would leave out facts this one
+/// holds in force (which retention may since have removed from the
+/// registry), so each resumes only from snapshots made with its own keys.
+fn instance_of(verifier: &Verifier) -> String {
+    let keys = verifier.registry().to_json();
+    format!(
+        "{}#{:016x}",
+        view::QUARANTINE.name,
+        xxhash_rust::xxh3::xxh3_64(keys.as_bytes())
+    )
+}
+
 /// Saves a snapshot when enough was folded since the last.
 async fn save_if_due(log: &SharedLog, topology: &Topology, progress: &Mutex<Progress>) {
-    let Some((saved, next)) = lock(progress).due() else {
+    let Some((saved, next, instance)) = lock(progress).due() else {
         return;
     };
-    if let Err(error) = view::save(log, topology, &view::QUARANTINE, &next, &saved).await {
+    if let Err(error) = view::save(log, topology, &view::QUARANTINE, &instance, &next, &saved).await
+    {
         tracing::warn!(%error, "could not save a quarantine snapshot; the next start reads further back");
     }
 }
