@@ -68,8 +68,15 @@ pub const QUARANTINE: ViewName = ViewName {
     topic: |t| &t.registry,
 };
 
+/// The IOA bridge's nodes, identities and spaces (its messages are read
+/// from `agent.commands` as long as that keeps them).
+pub const IOA: ViewName = ViewName {
+    name: "agdx.view.ioa.v1",
+    topic: |t| &t.registry,
+};
+
 /// Every view the runtime keeps.
-pub const VIEWS: [ViewName; 2] = [CARDS, QUARANTINE];
+pub const VIEWS: [ViewName; 3] = [CARDS, QUARANTINE, IOA];
 
 /// The conversation a view's snapshots belong to: XXH3-128 of
 /// `agdx.view.v1` and the view's name.

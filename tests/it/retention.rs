@@ -251,3 +251,72 @@ async fn a_quarantine_outlives_its_facts_record_through_the_views_snapshot() {
         .expect_err("still quarantined");
     assert!(refused.to_string().contains("leaking"), "{refused}");
 }
+
+/// The registry's and the commands topic's retention remove an IOA node's
+/// registration, its join and a message; a restarted bridge still knows
+/// the node, its token and its space from the view's snapshot, while the
+/// message went with the commands topic.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ioa_nodes_tokens_and_spaces_outlive_their_records_through_the_views_snapshot() {
+    use support::ioa::{Bridge, texts};
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("log");
+    let log: SharedLog = Arc::new(EmbeddedLog::open(&path).expect("open"));
+    let topology = TopologyConfig::new("ioa")
+        .ensure(log.as_ref())
+        .await
+        .expect("the topics, with the retention table");
+    let bridge = Bridge::start(log.clone(), "ioa").await;
+    let alice = bridge.register("alice").await;
+    let space = alice.space("kept", "owner").await["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    alice.say(&space, "old news", &[]).await;
+    alice.say(&space, "last news", &[]).await;
+    // The bridge saves a snapshot soon after it took in facts it had none of.
+    support::eventually("the view's snapshot", || async {
+        let mut saved = 0;
+        for p in 0..topology.snapshots.partitions.get() {
+            saved += log
+                .poll(&topology.snapshots, p, 0, 10, Duration::ZERO)
+                .await
+                .expect("poll")
+                .len();
+        }
+        (saved > 0).then_some(())
+    })
+    .await;
+    // A second token for alice: her first registration is no longer the
+    // last record of its partition, so retention can take it.
+    bridge.register("alice").await;
+    bridge.stop().await;
+
+    let embedded = EmbeddedLog::open(&path).expect("open the log");
+    let swept = embedded
+        .apply_retention(later(8 * 24 * HOUR))
+        .await
+        .expect("sweep");
+    for topic in [&topology.registry, &topology.commands] {
+        assert!(
+            swept.iter().any(|t| t.topic == *topic && t.removed > 0),
+            "{} lost its old records: {swept:?}",
+            topic.topic
+        );
+    }
+
+    let bridge = Bridge::start(log.clone(), "ioa").await;
+    let mut alice = alice.clone();
+    alice.url = bridge.url.clone();
+    // The join and the first message went with the commands topic's
+    // retention (a partition keeps its last record); the space, its member
+    // and alice's first token are the snapshot's.
+    assert_eq!(texts(&alice.read(&space, "?all=true").await), ["last news"]);
+    alice.say(&space, "new news", &[]).await;
+    assert_eq!(
+        texts(&alice.read(&space, "?all=true").await),
+        ["last news", "new news"],
+        "the old token still works and the space is still there"
+    );
+    bridge.stop().await;
+}

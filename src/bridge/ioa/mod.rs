@@ -155,8 +155,9 @@ impl Drop for Inner {
 
 impl IoaBridge {
     /// Reads every IOA record on the log (nodes and tokens on
-    /// `agent.registry`, joins and messages on `agent.commands`) and keeps
-    /// following both topics; ready to serve when this returns. An empty
+    /// `agent.registry`, from the view's newest snapshot on; joins and
+    /// messages on `agent.commands`) and keeps following both topics; ready
+    /// to serve when this returns. An empty
     /// (or blank) access key is refused: it would let anyone register.
     pub async fn open(
         log: SharedLog,
@@ -174,9 +175,9 @@ impl IoaBridge {
                 config.bridge_id
             ))
         })?;
-        let shared = Arc::new(Shared::new());
-        let followers =
-            tail::load_and_follow(&log, &[&topology.registry, &topology.commands], &shared).await?;
+        let resumed = tail::resume(&log, &topology).await;
+        let shared = Arc::new(Shared::new(resumed));
+        let followers = tail::load_and_follow(&log, &topology, &shared).await?;
         let producer = Producer::new(log.clone(), topology.clone(), source)
             .with_bridge_hop(config.bridge_id.as_str());
         Ok(Self {

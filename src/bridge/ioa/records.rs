@@ -128,6 +128,91 @@ pub(crate) enum IoaRecord {
     },
 }
 
+/// An IOA fact that outlives the records it came from: a snapshot of the
+/// bridge's view keeps every node registration, join and identity binding
+/// (messages go with the commands topic's retention).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) enum DurableFact {
+    Node {
+        record: u128,
+        node: NodeRecord,
+    },
+    Join {
+        record: u128,
+        space: u128,
+        node: String,
+        join: SpaceCreate,
+    },
+    Identity {
+        record: u128,
+        node: String,
+        identity: IdentityRecord,
+    },
+}
+
+impl DurableFact {
+    /// The durable fact `record` is, unless it is a message.
+    pub fn of(record: &IoaRecord) -> Option<Self> {
+        Some(match record {
+            IoaRecord::Node { record, node } => Self::Node {
+                record: record.as_u128(),
+                node: node.clone(),
+            },
+            IoaRecord::Join {
+                record,
+                space,
+                node,
+                join,
+            } => Self::Join {
+                record: record.as_u128(),
+                space: space.as_u128(),
+                node: node.clone(),
+                join: join.clone(),
+            },
+            IoaRecord::Identity {
+                record,
+                node,
+                identity,
+            } => Self::Identity {
+                record: record.as_u128(),
+                node: node.clone(),
+                identity: identity.clone(),
+            },
+            IoaRecord::Message(_) => return None,
+        })
+    }
+
+    /// The fact as the view takes it in.
+    pub fn into_record(self) -> IoaRecord {
+        match self {
+            Self::Node { record, node } => IoaRecord::Node {
+                record: RecordId::from_u128(record),
+                node,
+            },
+            Self::Join {
+                record,
+                space,
+                node,
+                join,
+            } => IoaRecord::Join {
+                record: RecordId::from_u128(record),
+                space: ConversationId::from_u128(space),
+                node,
+                join,
+            },
+            Self::Identity {
+                record,
+                node,
+                identity,
+            } => IoaRecord::Identity {
+                record: RecordId::from_u128(record),
+                node,
+                identity,
+            },
+        }
+    }
+}
+
 /// The IOA fact a log record is, if it is one. Records of other agents and
 /// records that do not read as what they claim to be are no IOA facts.
 pub(crate) fn read(topic: &str, record: LogRecord) -> Option<IoaRecord> {

@@ -12,7 +12,7 @@ use agdx_wire::{ConversationId, RecordId};
 use crate::replay::{CausalGraph, Direction, NodeKey};
 
 use super::model::{IdentityBinding, MessageOut, NodeOut, SpaceInfo, normalize_tags};
-use super::records::{IoaRecord, StoredMessage};
+use super::records::{DurableFact, IoaRecord, StoredMessage};
 
 /// One space: its name, tags, members and messages in log order.
 #[derive(Debug)]
@@ -69,11 +69,30 @@ pub(crate) struct View {
     arrival: Vec<RecordId>,
     /// Every IOA record taken in, so a writer can wait for its own.
     applied: HashSet<RecordId>,
+    /// Every fact but messages, in the order taken in: what a snapshot of
+    /// the view keeps.
+    durable: Vec<DurableFact>,
 }
 
 impl View {
     /// Takes one record in. A record seen before (appended twice) changes nothing.
     pub fn apply(&mut self, record: IoaRecord) {
+        let durable = DurableFact::of(&record);
+        let before = self.applied.len();
+        self.take(record);
+        if let Some(fact) = durable
+            && self.applied.len() > before
+        {
+            self.durable.push(fact);
+        }
+    }
+
+    /// Every fact but messages taken in so far, in order.
+    pub fn durable(&self) -> &[DurableFact] {
+        &self.durable
+    }
+
+    fn take(&mut self, record: IoaRecord) {
         match record {
             IoaRecord::Node { record, node } => {
                 if !self.applied.insert(record) {
