@@ -21,7 +21,11 @@ use crate::routing::partition_of;
 
 use super::reader::ReplayError;
 
-/// Records read per step when looking for the latest snapshot, newest first.
+/// Records read by the first step when looking for the latest snapshot,
+/// newest first: the newest is usually among the last few records, and a
+/// snapshot can be large, so the steps start small and double.
+const SNAPSHOT_SCAN_FIRST: u64 = 4;
+/// Most records read per step when looking for the latest snapshot.
 const SNAPSHOT_SCAN: u64 = 256;
 
 /// What a snapshot's `state` bytes hold.
@@ -130,8 +134,10 @@ pub(crate) async fn latest_snapshot(
         return Ok(None);
     };
     let mut end = last + 1;
+    let mut step = SNAPSHOT_SCAN_FIRST;
     while end > first {
-        let start = end.saturating_sub(SNAPSHOT_SCAN).max(first);
+        let start = end.saturating_sub(step).max(first);
+        step = (step * 2).min(SNAPSHOT_SCAN);
         let records = match log
             .poll(
                 snapshots,
