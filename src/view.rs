@@ -97,6 +97,7 @@ pub(crate) async fn resume<S: DeserializeOwned>(
     view: &ViewName,
     instance: &str,
 ) -> Result<Option<(S, BTreeMap<u32, u64>)>, ReplayError> {
+    let started = std::time::Instant::now();
     let Some(saved) = latest_snapshot(
         log,
         &topology.snapshots,
@@ -108,7 +109,9 @@ pub(crate) async fn resume<S: DeserializeOwned>(
     else {
         return Ok(None);
     };
+    let found = started.elapsed();
     let state = from_cbor(&saved.state)?;
+    tracing::debug!(view = instance, bytes = saved.state.len(), ?found, decoded = ?started.elapsed(), "view snapshot read");
     let next: BTreeMap<u32, u64> = saved
         .as_of
         .into_iter()

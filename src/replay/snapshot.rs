@@ -22,9 +22,9 @@ use crate::routing::partition_of;
 use super::reader::ReplayError;
 
 /// Records read by the first step when looking for the latest snapshot,
-/// newest first: the newest is usually among the last few records, and a
+/// newest first: the newest is usually the last record or close to it, and a
 /// snapshot can be large, so the steps start small and double.
-const SNAPSHOT_SCAN_FIRST: u64 = 4;
+const SNAPSHOT_SCAN_FIRST: u64 = 1;
 /// Most records read per step when looking for the latest snapshot.
 const SNAPSHOT_SCAN: u64 = 256;
 

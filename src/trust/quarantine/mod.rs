@@ -490,8 +490,10 @@ impl QuarantineWatch {
         verifier: Verifier,
     ) -> Result<Self, LogError> {
         let registry = topology.registry.clone();
+        let started = Instant::now();
         let instance = instance_of(&verifier);
         let (fold, next) = resume(&log, &topology, verifier, &instance).await;
+        let resumed_in = started.elapsed();
         let progress = Arc::new(Mutex::new(Progress {
             fold,
             resumed: !next.is_empty(),
@@ -510,7 +512,14 @@ impl QuarantineWatch {
                     .await?;
             lock(&progress).next.insert(partition, next);
         }
+        let read_in = started.elapsed();
         save_if_due(&log, &topology, &progress).await;
+        tracing::debug!(
+            resumed = ?resumed_in,
+            caught_up = ?read_in,
+            saved = ?started.elapsed(),
+            "quarantine watch started"
+        );
         let first = lock(&progress).fold.state();
         let (sender, state) = watch::channel(Arc::new(first));
         let sender = Arc::new(sender);
