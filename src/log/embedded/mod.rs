@@ -124,8 +124,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
-use tokio::sync::oneshot;
+use rusqlite::{Connection, params};
 
 use super::{
     Append, Damage, GroupMember, Log, LogError, LogRecord, OffsetCommit, OutgoingRecord, TopicInfo,
@@ -134,7 +133,9 @@ use super::{
 use crate::clock::{Clock, SystemClock};
 use fault::{Fault, io_failure};
 use schema::{DB_FILE, Durability, GROUPS_FILE, MARKS_FILE, connect};
-use wake::{DirWake, Handoff};
+use topics::{BY_ID, BY_NAME, SELECT_TOPIC, ensure_topic, find_topic, topic_row};
+use wake::DirWake;
+use writer::{Encoded, Queue, Write, submit};
 
 mod codec;
 mod fault;
@@ -143,8 +144,10 @@ mod marks;
 mod read;
 mod retention;
 mod schema;
+mod topics;
 mod verify;
 mod wake;
+mod writer;
 
 pub use group::{LEASE, RENEW_EVERY};
 pub use marks::Lost;
@@ -225,34 +228,6 @@ impl TopicRow {
     fn is(&self, info: &TopicInfo) -> bool {
         self.info.stream == info.stream && self.info.topic == info.topic
     }
-}
-
-/// One change of a group-commit transaction.
-enum Write {
-    Append {
-        row: Arc<TopicRow>,
-        part: u32,
-        records: Vec<Encoded>,
-    },
-    Commit {
-        topic_key: i64,
-        group: String,
-        part: u32,
-        offset: i64,
-    },
-}
-
-/// Writes queued together for the next group commit: they land in the same
-/// transaction, all or none, and `done` hears the outcome.
-struct Queued {
-    writes: Vec<Write>,
-    done: oneshot::Sender<Result<(), LogError>>,
-}
-
-/// A record checked and ready to insert.
-struct Encoded {
-    headers: Vec<u8>,
-    payload: Vec<u8>,
 }
 
 impl EmbeddedLog {
@@ -439,83 +414,6 @@ impl Core {
         Ok(row)
     }
 
-    /// The group-commit loop, run by one blocking thread at a time: commits
-    /// everything queued in one transaction, reports to each writer, and
-    /// goes on while writes arrived meanwhile (their writers are already
-    /// waiting), so one fsync serves every writer that queued during the
-    /// previous one.
-    fn flush(&self) {
-        loop {
-            let queued = {
-                let mut queue = lock(&self.queue);
-                if queue.writes.is_empty() {
-                    queue.flushing = false;
-                    drop(queue);
-                    self.sweep_if_due();
-                    return;
-                }
-                std::mem::take(&mut queue.writes)
-            };
-            self.commit(queued);
-        }
-    }
-
-    /// One group commit.
-    fn commit(&self, queued: Vec<Queued>) {
-        let mut conn = lock(&self.writer);
-        let committed = commit_writes(&mut conn, queued.iter().flat_map(|q| &q.writes));
-        drop(conn);
-        match committed {
-            Ok(appended) => {
-                self.raise_marks(&queued, &appended);
-                let mut appended = appended.into_iter();
-                for Queued { writes, done } in queued {
-                    for write in writes {
-                        let Write::Append { row, part, records } = write else {
-                            continue;
-                        };
-                        let Some((first, timestamp)) = appended.next() else {
-                            continue;
-                        };
-                        self.wake.appended((row.key, part), || {
-                            handoff(&row, part, first, timestamp, records)
-                        });
-                    }
-                    let _ = done.send(Ok(()));
-                }
-            }
-            Err(fault) => {
-                let error = fault.into_log(&self.db);
-                for q in queued {
-                    let _ = q.done.send(Err(error.clone()));
-                }
-            }
-        }
-    }
-
-    /// Raises the high-water marks of the partitions a group commit
-    /// appended to (`appended`: each append's first offset, in order). A
-    /// mark that cannot be raised stays behind, which only narrows what
-    /// the next open checks: the records are durable all the same, so the
-    /// appends still succeed.
-    fn raise_marks(&self, queued: &[Queued], appended: &[(u64, u64)]) {
-        let appends = queued
-            .iter()
-            .flat_map(|q| &q.writes)
-            .filter_map(|w| match w {
-                Write::Append { row, part, records } => Some((row, *part, records.len() as u64)),
-                Write::Commit { .. } => None,
-            });
-        let raises: Vec<marks::Mark> = appends
-            .zip(appended)
-            .map(|((row, part, count), (first, _))| marks::Mark::of(row, part, first + count))
-            .collect();
-        if let Err(fault) = marks::raise(&mut lock(&self.marks), &raises) {
-            let error = fault.into_log(&self.marks_db);
-            tracing::warn!(%error, "the log's high-water marks could not be raised; the next open checks less of what was just appended");
-        }
-    }
-
     /// Reads up to `max` records of a partition from offset `from`.
     fn read(
         &self,
@@ -526,258 +424,6 @@ impl Core {
     ) -> Result<Vec<LogRecord>, LogError> {
         self.with_reader(|conn| read::read_records(conn, topic, part, from, max))
     }
-}
-
-/// Queues writes and waits until a group commit has taken them, all in one
-/// transaction. Starts the flushing thread unless one runs: that one takes
-/// these writes along.
-async fn submit(core: &Arc<Core>, writes: Vec<Write>) -> Result<(), LogError> {
-    let (done, report) = oneshot::channel();
-    let start = {
-        let mut queue = lock(&core.queue);
-        queue.writes.push(Queued { writes, done });
-        !std::mem::replace(&mut queue.flushing, true)
-    };
-    if start {
-        let flusher = Flusher {
-            core: core.clone(),
-            ran: false,
-        };
-        tokio::task::spawn_blocking(move || flusher.run());
-    }
-    report.await.unwrap_or_else(|_| {
-        Err(LogError::Storage {
-            reason: "the write was dropped before it was committed (the log is shutting down)"
-                .into(),
-            source: None,
-        })
-    })
-}
-
-/// The writes waiting for the writer, and whether a thread flushes them.
-#[derive(Default)]
-struct Queue {
-    writes: Vec<Queued>,
-    flushing: bool,
-}
-
-/// The flushing thread's task. Should it never run (the runtime shuts
-/// down) or panic, dropping it fails the queued writes and lets the next
-/// write start a new one, so no writer waits forever.
-struct Flusher {
-    core: Arc<Core>,
-    ran: bool,
-}
-
-impl Flusher {
-    fn run(mut self) {
-        self.core.flush();
-        self.ran = true;
-    }
-}
-
-impl Drop for Flusher {
-    fn drop(&mut self) {
-        if !self.ran {
-            let mut queue = lock(&self.core.queue);
-            queue.flushing = false;
-            // Dropping the senders tells each writer.
-            queue.writes.clear();
-        }
-    }
-}
-
-/// The group-commit transaction; an SQLite error fails every write in it.
-/// Returns the first offset and the timestamp of each append, in order.
-fn commit_writes<'w>(
-    conn: &mut Connection,
-    writes: impl Iterator<Item = &'w Write>,
-) -> Result<Vec<(u64, u64)>, Fault> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let now = now_micros()?;
-    let mut appended = Vec::new();
-    for write in writes {
-        match write {
-            Write::Append { row, part, records } => {
-                appended.push(append_batch(&tx, row.key, *part, records, now)?);
-            }
-            Write::Commit {
-                topic_key,
-                group,
-                part,
-                offset,
-            } => group::store_offset(&tx, *topic_key, group, *part, *offset)?,
-        }
-    }
-    tx.commit()?;
-    Ok(appended)
-}
-
-/// Inserts one batch after the partition's last record; returns the
-/// batch's first offset and its timestamp.
-fn append_batch(
-    conn: &Connection,
-    topic_key: i64,
-    part: u32,
-    records: &[Encoded],
-    now: i64,
-) -> Result<(u64, u64), Fault> {
-    let last: Option<(i64, i64)> = conn
-        .prepare_cached("SELECT off, ts FROM records WHERE topic_key = ?1 AND part = ?2 ORDER BY off DESC LIMIT 1")?
-        .query_row(params![topic_key, part], |row| Ok((row.get(0)?, row.get(1)?)))
-        .optional()?;
-    let (first, timestamp) = match last {
-        Some((off, ts)) => (off + 1, ts.max(now)),
-        None => (0, now),
-    };
-    let mut insert = conn.prepare_cached(
-        "INSERT INTO records (topic_key, part, off, ts, headers, payload, checksum) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-    )?;
-    for (offset, record) in (first..).zip(records) {
-        let checksum = codec::checksum(
-            offset as u64,
-            timestamp as u64,
-            &record.headers,
-            &record.payload,
-        );
-        insert.execute(params![
-            topic_key,
-            part,
-            offset,
-            timestamp,
-            record.headers,
-            record.payload,
-            checksum as i64
-        ])?;
-    }
-    Ok((first as u64, timestamp as u64))
-}
-
-/// The records of a committed append as a poll returns them, for polls of
-/// this process waiting on its partition; `None` should a header block not
-/// read back (the poll then reads the database).
-fn handoff(
-    row: &TopicRow,
-    part: u32,
-    first: u64,
-    timestamp: u64,
-    records: Vec<Encoded>,
-) -> Option<Handoff> {
-    let records = records
-        .into_iter()
-        .zip(first..)
-        .map(|(record, offset)| {
-            Some(LogRecord {
-                position: row.info.position(part, offset),
-                timestamp_micros: timestamp,
-                headers: codec::decode_headers(&record.headers).ok()?,
-                payload: bytes::Bytes::from(record.payload),
-            })
-        })
-        .collect::<Option<Vec<_>>>()?;
-    Some(Handoff { first, records })
-}
-
-/// A row of [`SELECT_TOPIC`]; a stored topic without partitions (only a
-/// changed database holds one) is [`LogError::NoPartitions`], as on Iggy.
-fn topic_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Result<TopicRow, LogError>> {
-    let key = row.get(0)?;
-    let info = TopicInfo::resolved(
-        row.get(1)?,
-        row.get(2)?,
-        row.get(3)?,
-        row.get(4)?,
-        row.get(5)?,
-    );
-    Ok(info.map(|info| TopicRow { key, info }))
-}
-
-const SELECT_TOPIC: &str = "SELECT t.topic_key, s.name, t.name, s.id, t.id, t.partitions
-     FROM topics t JOIN streams s ON s.id = t.stream_id";
-
-/// Looks a topic up by `filter` ([`BY_ID`] or [`BY_NAME`]) with its two
-/// parameters (see [`topic_row`]).
-fn find_topic(
-    conn: &Connection,
-    filter: &str,
-    params: impl rusqlite::Params,
-) -> Result<Option<TopicRow>, Fault> {
-    let row = conn
-        .prepare_cached(&format!("{SELECT_TOPIC} WHERE {filter}"))?
-        .query_row(params, topic_row)
-        .optional()?;
-    Ok(row.transpose()?)
-}
-
-/// [`find_topic`] by stream id and topic id.
-const BY_ID: &str = "s.id = ?1 AND t.id = ?2";
-/// [`find_topic`] by stream name and topic name.
-const BY_NAME: &str = "s.name = ?1 AND t.name = ?2";
-
-/// Creates the stream and topic unless they exist; checks the partition count.
-fn ensure_topic(
-    conn: &mut Connection,
-    stream: &str,
-    topic: &str,
-    partitions: u32,
-    retention: crate::log::Retention,
-) -> Result<TopicRow, Fault> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    if let Some(row) = find_topic(&tx, BY_NAME, params![stream, topic])? {
-        if row.info.partitions.get() != partitions {
-            return Err(LogError::PartitionMismatch {
-                stream: stream.to_owned(),
-                topic: topic.to_owned(),
-                existing: row.info.partitions.get(),
-                wanted: partitions,
-            }
-            .into());
-        }
-        return Ok(row);
-    }
-    let now = now_micros()?;
-    let stream_id: Option<u32> = tx
-        .query_row("SELECT id FROM streams WHERE name = ?1", [stream], |row| {
-            row.get(0)
-        })
-        .optional()?;
-    let stream_id = match stream_id {
-        Some(id) => id,
-        None => {
-            let id: u32 =
-                tx.query_row("SELECT coalesce(max(id), 0) + 1 FROM streams", [], |row| {
-                    row.get(0)
-                })?;
-            tx.execute(
-                "INSERT INTO streams (id, name, created_micros) VALUES (?1, ?2, ?3)",
-                params![id, stream, now],
-            )?;
-            id
-        }
-    };
-    let topic_id: u32 = tx.query_row(
-        "SELECT coalesce(max(id), 0) + 1 FROM topics WHERE stream_id = ?1",
-        [stream_id],
-        |row| row.get(0),
-    )?;
-    tx.execute(
-        "INSERT INTO topics (stream_id, id, name, partitions, created_micros) VALUES (?1, ?2, ?3, ?4, ?5)",
-        params![stream_id, topic_id, topic, partitions, now],
-    )?;
-    let key = tx.last_insert_rowid();
-    retention::set(&tx, key, retention)?;
-    let row = TopicRow {
-        key,
-        info: TopicInfo::resolved(
-            stream.to_owned(),
-            topic.to_owned(),
-            stream_id,
-            topic_id,
-            partitions,
-        )?,
-    };
-    tx.commit()?;
-    Ok(row)
 }
 
 #[async_trait]
