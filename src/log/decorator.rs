@@ -97,6 +97,11 @@ pub trait LogDecorator: Send + Sync + 'static {
         self.inner().topic(stream, topic).await
     }
 
+    /// [`Log::topics`].
+    async fn topics(&self, stream: &str) -> Result<Vec<TopicInfo>, LogError> {
+        self.inner().topics(stream).await
+    }
+
     /// [`Log::append`].
     async fn append(
         &self,
@@ -215,6 +220,10 @@ impl<D: LogDecorator> Log for D {
 
     async fn topic(&self, stream: &str, topic: &str) -> Result<Option<TopicInfo>, LogError> {
         LogDecorator::topic(self, stream, topic).await
+    }
+
+    async fn topics(&self, stream: &str) -> Result<Vec<TopicInfo>, LogError> {
+        LogDecorator::topics(self, stream).await
     }
 
     async fn append(
@@ -341,6 +350,10 @@ mod tests {
             self.note("topic");
             Ok(None)
         }
+        async fn topics(&self, _: &str) -> Result<Vec<TopicInfo>, LogError> {
+            self.note("topics");
+            Ok(Vec::new())
+        }
         async fn append(
             &self,
             _: &TopicInfo,
@@ -438,6 +451,7 @@ mod tests {
             .await;
         let _ = log.hold(&topic, "h", &[(0, 0)]).await;
         let _ = log.topic("s", "t").await;
+        let _ = log.topics("s").await;
         let _ = log.append(&topic, 0, Vec::new()).await;
         let _ = log.poll(&topic, 0, 0, 1, Duration::ZERO).await;
         log.expect(&topic, 0);
@@ -455,6 +469,7 @@ mod tests {
                 "ensure_topic_retained",
                 "hold",
                 "topic",
+                "topics",
                 "append",
                 "poll",
                 "expect",

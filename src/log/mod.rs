@@ -9,7 +9,8 @@
 //! (0-based) and per-partition offset from 0, each with a server-side
 //! timestamp and typed headers.
 //!
-//! The port offers only what AGDX needs: ensure a stream/topic, append a
+//! The port offers only what AGDX needs: ensure a stream/topic (and list a
+//! stream's topics), append a
 //! batch to one partition, poll a partition from an offset, read the last
 //! offset, join/leave a consumer group and learn the assigned partitions, and
 //! store/read a group's committed offset. Acknowledgement **is** an offset
@@ -231,6 +232,13 @@ pub trait Log: Send + Sync + 'static {
 
     /// Looks a topic up without creating it.
     async fn topic(&self, stream: &str, topic: &str) -> Result<Option<TopicInfo>, LogError>;
+
+    /// Every topic of `stream`, ascending by name, as [`Log::topic`] would
+    /// resolve each; empty when there is no such stream. A topic without
+    /// partitions (another client of a server can make one) is left out:
+    /// nothing can be appended to it. This is how readers find topics
+    /// made while they were not looking, such as the agents' inboxes.
+    async fn topics(&self, stream: &str) -> Result<Vec<TopicInfo>, LogError>;
 
     /// Appends `records` to one partition as one batch, in order. When this
     /// returns `Ok`, every record is durable (on Iggy with

@@ -257,6 +257,26 @@ impl Log for MemoryLog {
         Ok(found)
     }
 
+    async fn topics(&self, stream: &str) -> Result<Vec<TopicInfo>, LogError> {
+        let state = lock(&self.shared.state);
+        let Some((s, found)) = state
+            .streams
+            .iter()
+            .enumerate()
+            .find(|(_, s)| s.name == stream)
+        else {
+            return Ok(Vec::new());
+        };
+        let mut topics: Vec<TopicInfo> = found
+            .topics
+            .iter()
+            .enumerate()
+            .map(|(t, topic)| info(s, t, stream, topic))
+            .collect();
+        topics.sort_by(|a, b| a.topic.cmp(&b.topic));
+        Ok(topics)
+    }
+
     async fn append(
         &self,
         topic: &TopicInfo,

@@ -56,3 +56,8 @@ async fn bad_requests_give_typed_errors() {
 async fn append_and_commit_is_all_or_nothing() {
     on_every_backend("append-and-commit", |s| Check::AppendAndCommit.run(s)).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listing_a_stream_names_each_of_its_topics() {
+    on_every_backend("topics", |s| Check::Topics.run(s)).await;
+}

@@ -479,6 +479,10 @@ impl Log for EmbeddedLog {
         .await
     }
 
+    async fn topics(&self, stream: &str) -> Result<Vec<TopicInfo>, LogError> {
+        self.stream_topics(stream).await
+    }
+
     async fn append(
         &self,
         topic: &TopicInfo,

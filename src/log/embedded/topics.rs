@@ -1,8 +1,9 @@
-//! Topics as stored: looking them up and creating them.
+//! The embedded log's topics as stored: one looked up by name or by ids,
+//! every topic of a stream or of the log, and creating one.
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
-use super::{Fault, LogError, TopicInfo, TopicRow, now_micros, retention};
+use super::{EmbeddedLog, Fault, LogError, TopicInfo, TopicRow, blocking, now_micros, retention};
 
 /// A row of [`SELECT_TOPIC`]; a stored topic without partitions (only a
 /// changed database holds one) is [`LogError::NoPartitions`], as on Iggy.
@@ -104,4 +105,39 @@ pub(super) fn ensure_topic(
     };
     tx.commit()?;
     Ok(row)
+}
+
+impl EmbeddedLog {
+    /// Every topic of `stream`, ascending by name ([`crate::log::Log::topics`]).
+    pub(super) async fn stream_topics(&self, stream: &str) -> Result<Vec<TopicInfo>, LogError> {
+        let core = self.core.clone();
+        let stream = stream.to_owned();
+        blocking(move || {
+            core.with_reader(|conn| {
+                let rows = conn
+                    .prepare_cached(&format!("{SELECT_TOPIC} WHERE s.name = ?1 ORDER BY t.name"))?
+                    .query_map(params![stream], topic_row)?
+                    .collect::<Result<Vec<_>, _>>()?;
+                // Left out, as the port says: nothing can be appended to it.
+                Ok(rows.into_iter().flatten().map(|row| row.info).collect())
+            })
+        })
+        .await
+    }
+
+    /// Every topic the log holds, in every stream.
+    pub(super) async fn stored_topics(&self) -> Result<Vec<TopicInfo>, LogError> {
+        let core = self.core.clone();
+        blocking(move || {
+            core.with_reader(|conn| {
+                let rows = conn
+                    .prepare(SELECT_TOPIC)?
+                    .query_map([], topic_row)?
+                    .collect::<Result<Vec<_>, _>>()?;
+                // A topic without partitions holds nothing to verify.
+                Ok(rows.into_iter().flatten().map(|row| row.info).collect())
+            })
+        })
+        .await
+    }
 }

@@ -13,7 +13,7 @@ use rusqlite::Connection;
 
 use super::marks::{self, Lost};
 use super::schema::{DB_FILE, Durability, GROUPS_FILE, MARKS_FILE, connect};
-use super::{EmbeddedLog, Fault, LogError, SELECT_TOPIC, TopicInfo, blocking, topic_row};
+use super::{EmbeddedLog, Fault, LogError, blocking};
 use crate::log::Damage;
 use crate::log::check::{CheckReport, Finding, check_topics};
 
@@ -76,22 +76,6 @@ impl EmbeddedLog {
                 .map_err(|f| f.into_log(&log.core.marks_db))?;
         }
         Ok(lost)
-    }
-
-    /// Every topic the log holds, in every stream.
-    async fn stored_topics(&self) -> Result<Vec<TopicInfo>, LogError> {
-        let core = self.core.clone();
-        blocking(move || {
-            core.with_reader(|conn| {
-                let rows = conn
-                    .prepare(SELECT_TOPIC)?
-                    .query_map([], topic_row)?
-                    .collect::<Result<Vec<_>, _>>()?;
-                // A topic without partitions holds nothing to verify.
-                Ok(rows.into_iter().flatten().map(|row| row.info).collect())
-            })
-        })
-        .await
     }
 }
 

@@ -48,6 +48,7 @@ mod durability;
 mod errors;
 mod group;
 mod records;
+mod topics;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
@@ -57,7 +58,7 @@ use async_trait::async_trait;
 use iggy::prelude::{
     CompressionAlgorithm, Consumer, ConsumerGroupClient, ConsumerOffsetClient, Identifier,
     IggyError, IggyExpiry, MAX_PAYLOAD_SIZE, MaxTopicSize, MessageClient, Partitioning,
-    PolledMessages, PollingStrategy, StreamClient, StreamDetails, TopicClient,
+    PolledMessages, PollingStrategy, TopicClient,
 };
 
 use self::connection::Connection;
@@ -292,84 +293,6 @@ impl IggyLog {
         topic_error(&self.target.describe(), topic, doing, e)
     }
 
-    /// The stream named `stream`, `None` when there is none.
-    async fn find_stream(&self, stream: &str) -> Result<Option<StreamDetails>, LogError> {
-        match self.client().get_stream(&named("stream", stream)?).await {
-            Ok(found) => Ok(found),
-            Err(IggyError::StreamIdNotFound(_) | IggyError::StreamNameNotFound(_)) => Ok(None),
-            Err(e) => Err(self.request_error(&format!("looking up stream '{stream}'"), e)),
-        }
-    }
-
-    /// The stream named `stream`, created when missing.
-    async fn ensure_stream(&self, stream: &str) -> Result<StreamDetails, LogError> {
-        if let Some(found) = self.find_stream(stream).await? {
-            return Ok(found);
-        }
-        match self.client().create_stream(stream).await {
-            Ok(created) => Ok(created),
-            Err(IggyError::StreamNameAlreadyExists(_)) => self
-                .find_stream(stream)
-                .await?
-                .ok_or_else(|| LogError::Backend {
-                    reason: format!("stream '{stream}' was reported to exist but cannot be found"),
-                    source: None,
-                }),
-            Err(e) => Err(self.request_error(&format!("creating stream '{stream}'"), e)),
-        }
-    }
-
-    /// The topic `topic` of the stream numbered `stream_id`, `None` when there is none.
-    async fn find_topic(
-        &self,
-        stream: &str,
-        stream_id: u32,
-        topic: &str,
-    ) -> Result<Option<TopicInfo>, LogError> {
-        let found = self
-            .client()
-            .get_topic(&numeric(stream_id)?, &named("topic", topic)?)
-            .await;
-        match found {
-            Ok(Some(details)) => TopicInfo::resolved(
-                stream.to_owned(),
-                topic.to_owned(),
-                stream_id,
-                details.id,
-                details.partitions_count,
-            )
-            .map(Some),
-            Ok(None)
-            | Err(
-                IggyError::StreamIdNotFound(_)
-                | IggyError::TopicIdNotFound(..)
-                | IggyError::TopicNameNotFound(..),
-            ) => Ok(None),
-            Err(e) => Err(self.request_error(&format!("looking up topic '{stream}/{topic}'"), e)),
-        }
-    }
-
-    /// [`Self::find_topic`], waiting out another client's creation of the
-    /// topic: while one connection creates a topic, Iggy shows it to the
-    /// others before its partitions exist, for a moment. A topic still
-    /// without partitions after [`TOPIC_SETTLE`] is refused as usual.
-    async fn find_settled_topic(
-        &self,
-        stream: &str,
-        stream_id: u32,
-        topic: &str,
-    ) -> Result<Option<TopicInfo>, LogError> {
-        let deadline = tokio::time::Instant::now() + TOPIC_SETTLE;
-        loop {
-            match self.find_topic(stream, stream_id, topic).await {
-                Err(LogError::NoPartitions { .. }) if tokio::time::Instant::now() < deadline => {
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                }
-                found => return found,
-            }
-        }
-    }
-
     /// One poll of a partition as the plain reader (never commits).
     async fn poll_once(
         &self,
@@ -528,6 +451,10 @@ impl Log for IggyLog {
             Some(found) => self.find_settled_topic(stream, found.id, topic).await,
             None => Ok(None),
         }
+    }
+
+    async fn topics(&self, stream: &str) -> Result<Vec<TopicInfo>, LogError> {
+        self.list_topics(stream).await
     }
 
     async fn append(

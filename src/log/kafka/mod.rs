@@ -367,6 +367,26 @@ impl Log for KafkaLog {
         records::topic_info(stream, topic, partitions).map(Some)
     }
 
+    async fn topics(&self, stream: &str) -> Result<Vec<TopicInfo>, LogError> {
+        let prefix = records::stream_prefix(stream)?;
+        let metadata = self.metadata(None, REQUEST_TIMEOUT).await?;
+        let mut topics = Vec::new();
+        for found in metadata.topics() {
+            let Some(topic) = found.name().strip_prefix(prefix.as_str()) else {
+                continue;
+            };
+            let partitions = u32::try_from(found.partitions().len()).unwrap_or(u32::MAX);
+            // A topic the cluster reports an error for (being deleted, say)
+            // or without partitions is left out, as the port says.
+            if found.error().is_some() || partitions == 0 {
+                continue;
+            }
+            topics.push(records::topic_info(stream, topic, partitions)?);
+        }
+        topics.sort_by(|a, b| a.topic.cmp(&b.topic));
+        Ok(topics)
+    }
+
     async fn append(
         &self,
         topic: &TopicInfo,

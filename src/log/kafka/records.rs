@@ -15,15 +15,9 @@ const MAX_TOPIC_NAME: usize = 249;
 /// `agents.agent.commands`. A stream name has no dot, so the first dot
 /// separates the two and no two (stream, topic) pairs share a Kafka topic.
 pub(crate) fn topic_name(stream: &str, topic: &str) -> Result<String, LogError> {
-    check_name("stream", stream)?;
-    if stream.contains('.') {
-        return Err(LogError::InvalidInput(format!(
-            "stream name {stream:?} has a dot; on Kafka a stream is the prefix of topic names up to the first dot (agents.agent.commands), so stream names have none: use e.g. {:?}",
-            stream.replace('.', "-")
-        )));
-    }
+    let prefix = stream_prefix(stream)?;
     check_name("topic", topic)?;
-    let name = format!("{stream}.{topic}");
+    let name = format!("{prefix}{topic}");
     if name.len() > MAX_TOPIC_NAME {
         return Err(LogError::InvalidInput(format!(
             "the Kafka topic {name:?} would have {} characters; stream and topic names together have at most {} on Kafka",
@@ -32,6 +26,18 @@ pub(crate) fn topic_name(stream: &str, topic: &str) -> Result<String, LogError> 
         )));
     }
     Ok(name)
+}
+
+/// What the Kafka topics of `stream` start with: `STREAM.`.
+pub(crate) fn stream_prefix(stream: &str) -> Result<String, LogError> {
+    check_name("stream", stream)?;
+    if stream.contains('.') {
+        return Err(LogError::InvalidInput(format!(
+            "stream name {stream:?} has a dot; on Kafka a stream is the prefix of topic names up to the first dot (agents.agent.commands), so stream names have none: use e.g. {:?}",
+            stream.replace('.', "-")
+        )));
+    }
+    Ok(format!("{stream}."))
 }
 
 /// The Kafka consumer group of consumer group `group` on `stream`:

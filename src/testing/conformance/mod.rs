@@ -39,8 +39,10 @@ use std::sync::Arc;
 use crate::log::SharedLog;
 
 mod checks;
+mod listing;
 
 pub use checks::*;
+pub use listing::*;
 
 /// A log opened anew on the same storage as the one under test (a new
 /// client of the same server, the same directory opened again), with
@@ -117,11 +119,13 @@ pub enum Check {
     Errors,
     /// [`append_and_commit_is_all_or_nothing`].
     AppendAndCommit,
+    /// [`listing_a_stream_names_each_of_its_topics`].
+    Topics,
 }
 
 impl Check {
     /// Every check, in the order [`run_all`] runs them.
-    pub const ALL: [Check; 10] = [
+    pub const ALL: [Check; 11] = [
         Check::Order,
         Check::Headers,
         Check::Keys,
@@ -132,6 +136,7 @@ impl Check {
         Check::Budget,
         Check::Errors,
         Check::AppendAndCommit,
+        Check::Topics,
     ];
 
     /// A short name, used in stream names and failure messages.
@@ -147,6 +152,7 @@ impl Check {
             Check::Budget => "budget",
             Check::Errors => "errors",
             Check::AppendAndCommit => "append-and-commit",
+            Check::Topics => "topics",
         }
     }
 
@@ -163,6 +169,7 @@ impl Check {
             Check::Budget => a_poll_keeps_to_the_byte_budget(subject).await,
             Check::Errors => bad_requests_give_typed_errors(subject).await,
             Check::AppendAndCommit => append_and_commit_is_all_or_nothing(subject).await,
+            Check::Topics => listing_a_stream_names_each_of_its_topics(subject).await,
         }
     }
 }
