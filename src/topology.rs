@@ -373,6 +373,23 @@ impl Topology {
         *topic == self.commands || self.is_inbox(topic)
     }
 
+    /// Every inbox topic of this topology's stream, whichever agents made
+    /// them and whatever this topology's own routing, ascending by name.
+    pub async fn inboxes(&self, log: &dyn Log) -> Result<Vec<TopicInfo>, LogError> {
+        let mut topics = log.topics(&self.commands.stream).await?;
+        topics.retain(|topic| self.is_inbox(topic));
+        Ok(topics)
+    }
+
+    /// The five agent topics (in the order of docs/runtime.md §2), then
+    /// every inbox of the stream ([`Topology::inboxes`]): everything a
+    /// reader of the whole topology reads.
+    pub async fn all_with_inboxes(&self, log: &dyn Log) -> Result<Vec<TopicInfo>, LogError> {
+        let mut topics: Vec<TopicInfo> = self.all().into_iter().cloned().collect();
+        topics.extend(self.inboxes(log).await?);
+        Ok(topics)
+    }
+
     /// `agent`'s inbox topic when it exists (nothing is created).
     pub async fn find_inbox(
         &self,

@@ -19,7 +19,7 @@ use super::context::{EXIT_DAMAGED, Failure, Global};
 /// SQLite's integrity check on its files, and compares the records with
 /// the log's high-water marks (records it acknowledged that its database
 /// no longer holds); on Iggy and Kafka it reads the agent topics of
-/// --stream. Exit 0 when nothing is damaged, 5 when something is.
+/// --stream and every agent's inbox there. Exit 0 when nothing is damaged, 5 when something is.
 #[derive(Debug, Args)]
 pub struct CheckArgs {
     /// Embedded log only: give up the records the log acknowledged that
@@ -42,10 +42,18 @@ pub async fn run(global: &Global, args: CheckArgs) -> Result<(), Failure> {
         }
         _ => {
             let log = spec.open().await?;
+            let config = TopologyConfig::new(&global.stream);
             let mut topics = Vec::new();
-            for name in TopologyConfig::new(&global.stream).topic_names() {
+            for name in config.topic_names() {
                 topics.extend(log.topic(&global.stream, name).await?);
             }
+            // Every inbox, made by pools of any agent (docs/runtime.md §2).
+            let inboxes = log.topics(&global.stream).await?;
+            topics.extend(
+                inboxes
+                    .into_iter()
+                    .filter(|t| t.topic.starts_with(&config.topics.inbox_prefix)),
+            );
             let mut report = CheckReport::default();
             check_topics(log.as_ref(), &topics, &mut report).await?;
             report

@@ -1,10 +1,12 @@
 //! `agdx tail`: print records as JSON lines.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use clap::Args;
 use tokio::sync::mpsc;
 
+use agdx::Topology;
 use agdx::log::{LogError, LogRecord, SharedLog, TopicInfo};
 use agdx::trust::Verifier;
 use agdx::wire::json::{JsonCodec, Map, Value, bytes_to_json};
@@ -13,9 +15,9 @@ use agdx::wire::{AgentEnvelope, ConversationId, DeadLetter, FoldSnapshot, LogPos
 use super::check::{skipped_failure, warn_skipped};
 use super::context::{Failure, Global};
 
-/// Prints the records of the agent topics as JSON lines: the `agdx wire
-/// decode` form of each record plus its topic, partition, offset and log
-/// timestamp.
+/// Prints the records of the agent topics and of every agent's inbox as
+/// JSON lines: the `agdx wire decode` form of each record plus its topic,
+/// partition, offset and log timestamp.
 ///
 /// Without --follow it prints what is there from the start and exits; with
 /// --follow it prints new records as they arrive (from the end unless
@@ -23,7 +25,7 @@ use super::context::{Failure, Global};
 /// (damaged) are skipped and named on stderr, and the exit status is 5.
 #[derive(Debug, Args)]
 pub struct TailArgs {
-    /// Only this topic (default: every agent topic).
+    /// Only this topic (default: every agent topic and every inbox).
     #[arg(long, value_name = "TOPIC")]
     pub topic: Option<String>,
 
@@ -39,7 +41,8 @@ pub struct TailArgs {
     #[arg(long)]
     pub from_start: bool,
 
-    /// Keep waiting for new records (Ctrl-C stops).
+    /// Keep waiting for new records (Ctrl-C stops); an inbox made while it
+    /// follows is followed too, from its first record, within seconds.
     #[arg(long)]
     pub follow: bool,
 
@@ -58,17 +61,14 @@ pub async fn run(global: &Global, args: TailArgs) -> Result<(), Failure> {
     let (log, topology) = global.read_topology("agdx tail").await?;
     let topics: Vec<TopicInfo> = match &args.topic {
         Some(name) => vec![named_topic(&log, &topology, name).await?],
-        None => topology.all().into_iter().cloned().collect(),
+        None => topology.all_with_inboxes(log.as_ref()).await?,
     };
     let (sender, mut lines) = mpsc::unbounded_channel::<String>();
     let mut readers = Vec::new();
     let mut damaged = 0;
+    let known: BTreeSet<String> = topics.iter().map(|t| t.topic.clone()).collect();
     for topic in topics {
-        let partitions: Vec<u32> = match args.conversation {
-            Some(conversation) => vec![agdx::routing::partition_of(&topic, conversation)],
-            None => (0..topic.partitions.get()).collect(),
-        };
-        for partition in partitions {
+        for partition in partitions_read(&topic, args.conversation) {
             let start = match (args.from, args.from_start, args.follow) {
                 (Some(offset), _, _) => offset,
                 (None, true, _) | (None, false, false) => 0,
@@ -92,6 +92,17 @@ pub async fn run(global: &Global, args: TailArgs) -> Result<(), Failure> {
             }
         }
     }
+    if args.follow && args.topic.is_none() {
+        let inboxes = NewInboxes {
+            log: log.clone(),
+            topology,
+            known,
+            from: args.from.unwrap_or(0),
+            conversation: args.conversation,
+            verifier,
+        };
+        readers.push(tokio::spawn(inboxes.follow(sender.clone())));
+    }
     drop(sender);
     while let Some(line) = lines.recv().await {
         println!("{line}");
@@ -103,6 +114,61 @@ pub async fn run(global: &Global, args: TailArgs) -> Result<(), Failure> {
         return Err(skipped_failure(damaged));
     }
     Ok(())
+}
+
+/// The partitions of `topic` a tail reads: the conversation's, or all.
+fn partitions_read(topic: &TopicInfo, conversation: Option<ConversationId>) -> Vec<u32> {
+    match conversation {
+        Some(conversation) => vec![agdx::routing::partition_of(topic, conversation)],
+        None => (0..topic.partitions.get()).collect(),
+    }
+}
+
+/// How often `tail --follow` looks for inboxes made since it started.
+const INBOX_LOOK_EVERY: Duration = Duration::from_secs(2);
+
+/// Inboxes a following tail has not met yet: a pool with the inbox routing
+/// makes its agent's when it starts, maybe after the tail did.
+struct NewInboxes {
+    log: SharedLog,
+    topology: Topology,
+    known: BTreeSet<String>,
+    /// Where a new inbox is read from: everything in it came after the
+    /// tail started, unless --from says otherwise.
+    from: u64,
+    conversation: Option<ConversationId>,
+    verifier: Option<Verifier>,
+}
+
+impl NewInboxes {
+    /// Follows each inbox as it appears, until nobody reads the lines; the
+    /// damaged ranges its readers stepped over.
+    async fn follow(mut self, out: mpsc::UnboundedSender<String>) -> Result<usize, Failure> {
+        let mut readers = Vec::new();
+        while !out.is_closed() {
+            tokio::time::sleep(INBOX_LOOK_EVERY).await;
+            for topic in self.topology.inboxes(self.log.as_ref()).await? {
+                if !self.known.insert(topic.topic.clone()) {
+                    continue;
+                }
+                for partition in partitions_read(&topic, self.conversation) {
+                    let reader = Reader {
+                        log: self.log.clone(),
+                        topic: topic.clone(),
+                        partition,
+                        conversation: self.conversation,
+                        verifier: self.verifier.clone(),
+                    };
+                    readers.push(tokio::spawn(reader.run(self.from, true, out.clone())));
+                }
+            }
+        }
+        let mut damaged = 0;
+        for reader in readers {
+            damaged += reader.await.map_err(Failure::new)??;
+        }
+        Ok(damaged)
+    }
 }
 
 struct Reader {
@@ -273,8 +339,8 @@ pub fn timestamp(micros: u64) -> String {
 
 /// The agent topic or agent inbox (`agent.inbox.NAME`) called `name`.
 async fn named_topic(
-    log: &agdx::log::SharedLog,
-    topology: &agdx::Topology,
+    log: &SharedLog,
+    topology: &Topology,
     name: &str,
 ) -> Result<TopicInfo, Failure> {
     if let Some(topic) = topology.by_name(name) {
@@ -287,8 +353,18 @@ async fn named_topic(
         return Ok(inbox);
     }
     let names: Vec<&str> = topology.all().iter().map(|t| t.topic.as_str()).collect();
+    let inboxes: Vec<String> = topology
+        .inboxes(log.as_ref())
+        .await?
+        .into_iter()
+        .map(|t| t.topic)
+        .collect();
+    let inboxes = match inboxes.is_empty() {
+        true => "there is no inbox yet".to_owned(),
+        false => format!("the inboxes: {}", inboxes.join(", ")),
+    };
     Err(Failure::new(format!(
-        "no agent topic or inbox '{name}'; the topics are: {}, and {prefix}AGENT for an agent whose pool reads its inbox",
+        "no agent topic or inbox '{name}'; the topics are: {}, and {prefix}AGENT for an agent whose pool reads its inbox ({inboxes})",
         names.join(", ")
     )))
 }

@@ -50,6 +50,7 @@ mod idempotency_log_binding;
 mod idempotency_retention;
 mod iggy_quiet_close;
 mod iggy_server_crash;
+mod inbox_check_tail;
 mod inbox_routing;
 mod kafka_cluster;
 mod log_conformance;
