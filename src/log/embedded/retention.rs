@@ -134,21 +134,24 @@ fn cut_partition(
     let (Some(first), Some(last)) = bounds else {
         return Ok(None);
     };
+    let most = i64::try_from(most).unwrap_or(i64::MAX);
+    let window = first.saturating_add(most);
     // Offsets ascend with log time within a partition, so the first record
-    // young enough to stay ends what is due.
-    let young: Option<i64> = conn
+    // young enough to stay ends what is due; only the next `most` records
+    // are looked at, so a sweep reads no more than it may delete.
+    let young: i64 = conn
         .prepare_cached(
-            "SELECT off FROM records WHERE topic_key = ?1 AND part = ?2 AND ts >= ?3 ORDER BY off LIMIT 1",
+            "SELECT off FROM records WHERE topic_key = ?1 AND part = ?2 AND off < ?3 AND ts >= ?4 ORDER BY off LIMIT 1",
         )?
-        .query_row(params![key, part, cutoff], |row| row.get(0))
-        .optional()?;
+        .query_row(params![key, part, window, cutoff], |row| row.get(0))
+        .optional()?
+        .unwrap_or(window);
     let held: Option<i64> = conn
         .prepare_cached(
             "SELECT min(off) FROM holds WHERE topic_key = ?1 AND part = ?2 AND placed >= ?3",
         )?
         .query_row(params![key, part, live_holds], |row| row.get(0))?;
-    let most = i64::try_from(most).unwrap_or(i64::MAX);
-    let cut = [young, held, Some(last), Some(first.saturating_add(most))]
+    let cut = [Some(young), held, Some(last)]
         .into_iter()
         .flatten()
         .min()
