@@ -94,8 +94,8 @@ pub use record::{RecordError, content_type_of, envelope_of};
 pub use retry::RetryPolicy;
 pub use routing::conversation_for_key;
 pub use topology::{
-    CommandRouting, DEFAULT_PARTITIONS, DEFAULT_STREAM, Inboxes, Retentions, TopicNames, Topology,
-    TopologyConfig, inbox_topic_name,
+    CommandRouting, DEFAULT_PARTITIONS, DEFAULT_STREAM, INBOX_GROUP_SUFFIX, Inboxes, Retentions,
+    TopicNames, Topology, TopologyConfig, inbox_topic_name,
 };
 
 /// The README's example compiles.

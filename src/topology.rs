@@ -138,6 +138,10 @@ impl std::fmt::Display for CommandRouting {
     }
 }
 
+/// What a pool's group name gains when it reads its inbox
+/// ([`Topology::consumer_group`]).
+pub const INBOX_GROUP_SUFFIX: &str = ".inbox";
+
 /// Longest agent id that names its inbox as it is.
 const PLAIN_INBOX_ID_MAX: usize = 64;
 
@@ -415,6 +419,19 @@ impl Topology {
                 )
                 .await
             }
+        }
+    }
+
+    /// The consumer group a pool named `group` reads `topic` as: `group`
+    /// itself on `agent.commands`, `group` then [`INBOX_GROUP_SUFFIX`] on an
+    /// inbox. Apart, so that on Kafka, where a group's rebalance spans every
+    /// topic its members subscribe to, the inbox and the shared topic never
+    /// share one generation (a member of one would stall the other).
+    pub fn consumer_group(&self, topic: &TopicInfo, group: &str) -> String {
+        if self.is_inbox(topic) {
+            format!("{group}{INBOX_GROUP_SUFFIX}")
+        } else {
+            group.to_owned()
         }
     }
 

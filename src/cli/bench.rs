@@ -77,8 +77,9 @@ pub enum BenchCommand {
     /// A worker's start-up: from its start to its first answer, and what
     /// the start adds to resident memory, with an empty registry and with
     /// a long one (card copies and signed control facts), where the second
-    /// start resumes from the view snapshots the first saved; two starts
-    /// each, and the ratio of the next starts, long/empty.
+    /// start resumes from the view snapshots the first saved; a first start
+    /// each, then next starts taking turns, and the ratio of their medians,
+    /// long/empty.
     Startup(StartupArgs),
 }
 
@@ -90,6 +91,9 @@ pub struct StartupArgs {
     /// Operator-signed control facts on the long registry.
     #[arg(long, default_value_t = 1_000)]
     pub facts: u64,
+    /// Next starts of each case, taking turns (their medians are compared).
+    #[arg(long, default_value_t = 7)]
+    pub rounds: u32,
 }
 
 #[derive(Debug, Args)]
@@ -282,6 +286,7 @@ pub async fn run(global: &Global, command: BenchCommand) -> Result<(), Failure> 
             let options = StartupBenchOptions {
                 cards: args.cards,
                 facts: args.facts,
+                rounds: args.rounds.max(1),
             };
             println!(
                 "{}",

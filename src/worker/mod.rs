@@ -373,6 +373,7 @@ impl Worker {
         let permits = Arc::new(Semaphore::new(self.config.concurrency.max(1)));
         let mut readers = Vec::with_capacity(topics.len());
         for commands in topics {
+            let group = self.producer.topology().consumer_group(&commands, &group);
             let member = match log.join_group(&commands, &group).await {
                 Ok(member) => member,
                 Err(error) => {

@@ -571,3 +571,66 @@ async fn the_causal_graph_follows_a_cause_into_an_inbox() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_members_of_an_inbox_pool_read_their_inbox_as_a_group_of_its_own() {
+    on_every_fabric("inbox-groups", |fabric| async move {
+        let first = Running::start(inbox_worker(&fabric, "pair").handle("hello", EchoHandler));
+        let second = Running::start(inbox_worker(&fabric, "pair").handle("hello", EchoHandler));
+        let inbox = inbox_of(&fabric, "pair").await;
+        let (old, new) = (
+            fabric.requester("old-asker"),
+            inbox_requester(&fabric, "new-asker"),
+        );
+        // Both topics answered while two members share them: the
+        // membership of one topic never waits on the other's.
+        for n in 0..4 {
+            assert_eq!(ask(&new, "pair", &format!("inbox {n}")).await, inbox.topic);
+            assert_eq!(
+                ask(&old, "pair", &format!("shared {n}")).await,
+                "agent.commands"
+            );
+        }
+        let topology = inbox_topology(&fabric);
+        assert_eq!(topology.consumer_group(&inbox, "pair"), "pair.inbox");
+        assert_eq!(
+            topology.consumer_group(&fabric.topology.commands, "pair"),
+            "pair"
+        );
+        // Each topic's commits are under its own group, and nothing of the
+        // inbox is committed under the shared topic's group.
+        let committed = |topic: TopicInfo, group: &'static str| {
+            let log = fabric.log.clone();
+            async move {
+                let mut any = false;
+                for partition in 0..topic.partitions.get() {
+                    any |= log
+                        .committed_offset(&topic, group, partition)
+                        .await
+                        .expect("read a committed offset")
+                        .is_some();
+                }
+                any
+            }
+        };
+        eventually("the inbox's commits under pair.inbox", || {
+            let committed = committed.clone();
+            let inbox = inbox.clone();
+            async move { committed(inbox, "pair.inbox").await.then_some(()) }
+        })
+        .await;
+        eventually("agent.commands' commits under pair", || {
+            let committed = committed.clone();
+            let commands = fabric.topology.commands.clone();
+            async move { committed(commands, "pair").await.then_some(()) }
+        })
+        .await;
+        assert!(
+            !committed(inbox.clone(), "pair").await,
+            "the inbox is read under its own group"
+        );
+        first.stop().await;
+        second.stop().await;
+    })
+    .await;
+}

@@ -13,6 +13,7 @@ use agdx::log::{Log, LogError, OutgoingRecord, Retention, SharedLog};
 use agdx::trust::{KeyKind, QuarantineWatch};
 use agdx::{Retentions, TopologyConfig};
 use support::embedded::database;
+use support::eventually;
 use support::fabric::{agent_id, embedded_fabric};
 use support::trust::Keys;
 
@@ -206,12 +207,16 @@ async fn a_quarantine_outlives_its_facts_record_through_the_views_snapshot() {
     let registry = &fabric.topology.registry;
 
     // The first watch folds the registry and, having no snapshot to start
-    // from, saves one at once.
+    // from, saves one soon after.
     let watch =
         QuarantineWatch::start(fabric.log.clone(), fabric.topology.clone(), keys.verifier())
             .await
             .expect("first watch");
     assert!(watch.check(&agent_id("echo")).is_err());
+    eventually("the first watch to save its snapshot", || async {
+        (!fabric.records(&fabric.topology.snapshots).await.is_empty()).then_some(())
+    })
+    .await;
     drop(watch);
     // A card after the snapshot is held by it: the next start reads it.
     publish_card(&fabric.producer("other"), &card, "m4")

@@ -13,6 +13,7 @@ use agdx::trust::{KeyKind, QuarantineWatch};
 use agdx::view::SNAPSHOT_EVERY;
 use agdx::wire::{AgentEnvelope, StatusOperation};
 use support::counting::CountingLog;
+use support::eventually;
 use support::fabric::{Fabric, agent_id, embedded_fabric};
 use support::trust::Keys;
 
@@ -89,6 +90,10 @@ async fn the_quarantine_watch_and_live_cards_resume_from_their_snapshots() {
         .expect("first watch");
     assert!(watch.check(&agent_id("echo")).is_err());
     assert!(first.read() > SNAPSHOT_EVERY);
+    eventually("the first watch to save its snapshot", || async {
+        (!fabric.records(&fabric.topology.snapshots).await.is_empty()).then_some(())
+    })
+    .await;
     drop(watch);
 
     // The next one reads the snapshot and nothing of the registry before
@@ -142,4 +147,32 @@ async fn the_quarantine_watch_and_live_cards_resume_from_their_snapshots() {
     assert_eq!(reader.read(), 0);
     let now = agdx::Clock::now_micros(&agdx::SystemClock);
     assert_eq!(cards.live(now).len(), 1);
+}
+
+/// `agdx bench startup` folds a long registry once, then takes turns at
+/// next starts of both cases and compares their medians.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_startup_bench_compares_the_medians_of_next_starts() {
+    let fabric = embedded_fabric("startup_bench").await;
+    let (code, stdout, stderr) = fabric
+        .run_agdx(&[
+            "bench", "startup", "--cards", "300", "--facts", "3", "--rounds", "3",
+        ])
+        .await;
+    assert_eq!(code, 0, "bench startup failed: {stderr}");
+    assert!(
+        stdout.contains("registry of 300 cards and 3 facts"),
+        "{stdout}"
+    );
+    for case in ["next starts, empty (ms): ", "next starts, long (ms):  "] {
+        let line = stdout
+            .lines()
+            .find_map(|line| line.trim().strip_prefix(case.trim_start()))
+            .unwrap_or_else(|| panic!("no line {case:?} in {stdout}"));
+        assert_eq!(line.split(", ").count(), 3, "three starts: {line}");
+    }
+    assert!(
+        stdout.contains("next start, long / empty (medians): "),
+        "{stdout}"
+    );
 }

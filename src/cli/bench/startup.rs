@@ -8,9 +8,12 @@
 //! facts about another agent. The worker watches quarantine with the
 //! operator's key, as a deployment with a key registry does. On the long
 //! registry the worker starts twice: the first start folds the whole
-//! registry (and saves a view snapshot), the second resumes from that
-//! snapshot. The empty registry gets two starts too, so that the starts
-//! set against each other both join a group that has committed before.
+//! registry (and saves a view snapshot), the next ones resume from that
+//! snapshot. The empty registry gets a first start too, so that the starts
+//! set against each other all join a group that has committed before;
+//! then the next starts of the two cases take turns, `rounds` each, and
+//! their medians are compared, so that a noisy moment of a shared machine
+//! weighs on both cases alike.
 
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -34,6 +37,8 @@ pub struct StartupBenchOptions {
     pub cards: u64,
     /// Control facts on the long registry.
     pub facts: u64,
+    /// Next starts of each case, taking turns.
+    pub rounds: u32,
 }
 
 /// How long the bench waits for the first answer.
@@ -58,10 +63,18 @@ pub struct StartupBenchReport {
     log: String,
     options: StartupBenchOptions,
     empty: StartFigures,
-    empty_again: StartFigures,
+    empty_again: Vec<StartFigures>,
     folded: StartFigures,
-    resumed: StartFigures,
+    resumed: Vec<StartFigures>,
     filled_in: Duration,
+}
+
+/// The start of `starts` with the median first answer (the upper one of
+/// an even count).
+fn median(starts: &[StartFigures]) -> Option<StartFigures> {
+    let mut sorted = starts.to_vec();
+    sorted.sort_by_key(|s| s.first_answer);
+    sorted.get(sorted.len() / 2).copied()
 }
 
 impl fmt::Display for StartupBenchReport {
@@ -84,19 +97,33 @@ impl fmt::Display for StartupBenchReport {
                 s.first_answer.as_secs_f64() * 1e3
             )
         };
+        let runs = |starts: &[StartFigures]| {
+            starts
+                .iter()
+                .map(|s| format!("{:.1}", s.first_answer.as_secs_f64() * 1e3))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
         row(f, "empty registry, first start", &self.empty)?;
-        row(f, "empty registry, next start", &self.empty_again)?;
+        let (Some(empty), Some(resumed)) = (median(&self.empty_again), median(&self.resumed))
+        else {
+            return Ok(());
+        };
+        row(f, "empty registry, next start (median)", &empty)?;
         row(f, "long registry, first start (folds)", &self.folded)?;
-        row(f, "long registry, next start (resumes)", &self.resumed)?;
+        row(f, "long registry, next start (median)", &resumed)?;
+        writeln!(f, "  next starts, empty (ms): {}", runs(&self.empty_again))?;
+        writeln!(f, "  next starts, long (ms):  {}", runs(&self.resumed))?;
         write!(
             f,
-            "  next start, long / empty: {:.2}x",
-            self.resumed.first_answer.as_secs_f64() / self.empty_again.first_answer.as_secs_f64()
+            "  next start, long / empty (medians): {:.2}x",
+            resumed.first_answer.as_secs_f64() / empty.first_answer.as_secs_f64()
         )
     }
 }
 
-/// Runs the empty case, fills a registry, then starts on it twice.
+/// Runs the empty case, fills a registry, starts on it, then takes turns
+/// at next starts of both.
 pub async fn run_startup_bench(
     log: SharedLog,
     options: StartupBenchOptions,
@@ -117,14 +144,17 @@ pub async fn run_startup_bench(
 
     let empty_topology = fresh_topology(&log, "startup-empty").await?;
     let empty = start_once(&log, &empty_topology, &verifier).await?;
-    let empty_again = start_once(&log, &empty_topology, &verifier).await?;
 
     let topology = fresh_topology(&log, "startup-long").await?;
     let started = Instant::now();
     fill(&log, &topology, operator, &options).await?;
     let filled_in = started.elapsed();
     let folded = start_once(&log, &topology, &verifier).await?;
-    let resumed = start_once(&log, &topology, &verifier).await?;
+    let (mut empty_again, mut resumed) = (Vec::new(), Vec::new());
+    for _ in 0..options.rounds {
+        empty_again.push(start_once(&log, &empty_topology, &verifier).await?);
+        resumed.push(start_once(&log, &topology, &verifier).await?);
+    }
     Ok(StartupBenchReport {
         log: log.describe(),
         options,

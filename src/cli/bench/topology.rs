@@ -255,7 +255,11 @@ async fn measure(
                     async || {
                         let last = log.last_offset(&topic, partition).await?;
                         let committed = log
-                            .committed_offset(&topic, agent.as_str(), partition)
+                            .committed_offset(
+                                &topic,
+                                &topology.consumer_group(&topic, agent.as_str()),
+                                partition,
+                            )
                             .await?;
                         Ok(last.is_none_or(|last| committed.is_some_and(|c| c >= last)))
                     },

@@ -512,12 +512,11 @@ impl QuarantineWatch {
                     .await?;
             lock(&progress).next.insert(partition, next);
         }
-        let read_in = started.elapsed();
-        save_if_due(&log, &topology, &progress).await;
+        // The first snapshot is saved by the followers, off the path of a
+        // pool that waits for this watch before it joins its group.
         tracing::debug!(
             resumed = ?resumed_in,
-            caught_up = ?read_in,
-            saved = ?started.elapsed(),
+            caught_up = ?started.elapsed(),
             "quarantine watch started"
         );
         let first = lock(&progress).fold.state();
