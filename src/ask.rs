@@ -42,7 +42,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use agdx_wire::{
-    AgentEnvelope, AgentId, ChannelId, ContentType, CorrelationId, ErrorBody, Kind, LogPosition,
+    AgentEnvelope, AgentId, ChannelId, ContentType, CorrelationId, ErrorBody, LogPosition,
 };
 use dashmap::DashMap;
 use tokio::sync::{Mutex, mpsc};
@@ -51,13 +51,13 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::cards::{WorkerSeen, worker_seen};
-use crate::claim_check::{ClaimCheckError, resolve_body};
+use crate::claim_check::ClaimCheckError;
 use crate::clock::{SharedClock, system_clock};
-use crate::fence::{Fences, fence_of};
+use crate::fence::Fences;
 use crate::log::{DEFAULT_POLL_WAIT, LogError, SharedLog, TopicInfo};
-use crate::producer::{CommandRequest, ProduceError, Producer, Sent};
-use crate::reassembly::{StreamAssembler, StreamCounters, StreamEnd, StreamEvent, error_of};
-use crate::record::{content_type_of, envelope_of};
+use crate::producer::{CommandRequest, ProduceError, Producer};
+use crate::reassembly::{StreamCounters, StreamEnd};
+use crate::record::envelope_of;
 
 mod watch;
 

@@ -1,6 +1,22 @@
 //! Following the replies to one sent command.
 
-use super::*;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use agdx_wire::{AgentEnvelope, AgentId, ChannelId, ContentType, CorrelationId, Kind};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::{AskError, Reply, ReplyEvent, WaiterGuard};
+use crate::cards::WorkerSeen;
+use crate::claim_check::resolve_body;
+use crate::clock::SharedClock;
+use crate::fence::{Fences, fence_of};
+use crate::producer::{Producer, Sent};
+use crate::reassembly::{StreamAssembler, StreamCounters, StreamEvent, error_of};
+use crate::record::content_type_of;
+use crate::trust::Verifier;
 
 /// The replies to one sent command, in log order.
 pub struct ReplyWatch {

@@ -11,7 +11,7 @@ use crate::support;
 use std::collections::{HashMap, HashSet};
 
 use agdx::wire::Kind;
-use support::eventually;
+use support::{eventually, eventually_progressing};
 use support::fabric::{Fabric, lines_of, on_every_fabric, terminate};
 
 const COMMANDS: usize = 400;
@@ -76,9 +76,13 @@ async fn keyed_commands_run_once_while_workers_join_and_leave() {
         })
         .await;
         terminate(&mut first).await;
-        let done = eventually("every command to be answered", || async {
+        let done = eventually_progressing("every command to be answered", || async {
             let done = answered(&fabric).await;
-            (done.len() == COMMANDS).then_some(done)
+            if done.len() == COMMANDS {
+                Ok(done)
+            } else {
+                Err(done.len())
+            }
         })
         .await;
         terminate(&mut second).await;
