@@ -138,13 +138,38 @@ async fn take_over(
             "the partition's previous holder did not hand it over (it stopped, or is cut off from the log); claiming it, so what it had in hand runs again here"
         );
     }
-    let fence = retrying(cancel, partition, "claiming the partition", || {
-        ctx.fences
-            .claim(commands, &ctx.group, partition, &ctx.member)
-    })
-    .await?;
+    let fence = claim(ctx, partition, cancel).await?;
     tracing::info!(partition, fence, member = %ctx.member, "claimed the partition");
     Some(fence)
+}
+
+/// Claims `partition`, letting an attempt under way finish even when
+/// `cancel` fires: a claim whose append reached the log but was never
+/// released would make the next holder wait out the whole handover for it.
+/// A claim that lands after `cancel` is released at once. `None` when
+/// cancelled.
+async fn claim(ctx: &PartitionContext, partition: u32, cancel: &CancellationToken) -> Option<u64> {
+    let mut failures = 0u32;
+    loop {
+        match ctx
+            .fences
+            .claim(&ctx.commands, &ctx.group, partition, &ctx.member)
+            .await
+        {
+            Ok(fence) if cancel.is_cancelled() => {
+                release(ctx, partition, fence).await;
+                return None;
+            }
+            Ok(fence) => return Some(fence),
+            Err(error) => {
+                failures += 1;
+                tracing::warn!(%error, partition, "claiming the partition failed; retrying before reading it");
+                if crate::retry::back_off(failures, cancel).await {
+                    return None;
+                }
+            }
+        }
+    }
 }
 
 /// Runs `attempt` until it succeeds, backing off after each failure. `None`

@@ -9,10 +9,16 @@
 use crate::support;
 
 use std::collections::{HashMap, HashSet};
+use std::time::Duration;
 
 use agdx::wire::Kind;
+use agdx::worker::{EchoHandler, Worker, WorkerConfig};
+use agdx::{Answer, CommandRequest};
+use support::fabric::{
+    ANSWER, Fabric, Running, agent_id, embedded_fabric, lines_of, on_every_fabric, quick_config,
+    terminate,
+};
 use support::{eventually, eventually_progressing};
-use support::fabric::{Fabric, lines_of, on_every_fabric, terminate};
 
 const COMMANDS: usize = 400;
 
@@ -105,4 +111,49 @@ async fn keyed_commands_run_once_while_workers_join_and_leave() {
         );
     })
     .await;
+}
+
+/// A conversation whose commands land in `partition` of `agent.commands`.
+fn conversation_in(fabric: &Fabric, partition: u32) -> agdx::wire::ConversationId {
+    let commands = &fabric.topology.commands;
+    // Bounded in practice: one conversation in eight lands in any partition.
+    loop {
+        let conversation = agdx::new_conversation_id();
+        if agdx::routing::partition_of(commands, conversation) == partition {
+            return conversation;
+        }
+    }
+}
+
+/// A pool stopped while it is still taking its partitions over leaves no
+/// claim unreleased: the next pool, which would wait out a long handover
+/// for a claim that was never released, answers on every partition at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_stopped_while_claiming_leaves_every_partition_free() {
+    let fabric = embedded_fabric("handover_stop_early").await;
+    let worker = |n: usize| {
+        let config = WorkerConfig {
+            handover_wait: Duration::from_secs(600),
+            ..quick_config(fabric.dir.path().join(format!("state-{n}")))
+        };
+        Worker::new(fabric.producer("early"), config).handle("hello", EchoHandler)
+    };
+    let requester = fabric.requester("asker");
+    for (n, delay_ms) in [0, 1, 3, 5, 10, 20, 40].into_iter().enumerate() {
+        let early = Running::start(worker(n));
+        tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+        early.stop().await;
+        let next = Running::start(worker(100 + n));
+        for partition in 0..fabric.topology.commands.partitions.get() {
+            let request = CommandRequest::new("hello", b"up?".to_vec())
+                .to(agent_id("early"))
+                .conversation(conversation_in(&fabric, partition));
+            let answer = requester.ask(request, ANSWER).await;
+            assert!(
+                matches!(answer, Ok(Answer::Response(_))),
+                "partition {partition} after a stop {delay_ms} ms into the start: {answer:?}"
+            );
+        }
+        next.stop().await;
+    }
 }

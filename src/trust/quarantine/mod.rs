@@ -512,8 +512,13 @@ impl QuarantineWatch {
                     .await?;
             lock(&progress).next.insert(partition, next);
         }
-        // The first snapshot is saved by the followers, off the path of a
-        // pool that waits for this watch before it joins its group.
+        // Saved beside the pool's start rather than before it: a pool waits
+        // for this watch before it joins its group. Detached, so that a
+        // watch stopped at once still leaves its snapshot.
+        {
+            let (log, topology, progress) = (log.clone(), topology.clone(), progress.clone());
+            tokio::spawn(async move { save_if_due(&log, &topology, &progress).await });
+        }
         tracing::debug!(
             resumed = ?resumed_in,
             caught_up = ?started.elapsed(),
