@@ -55,7 +55,7 @@ use crate::claim_check::ClaimCheckError;
 use crate::clock::{SharedClock, system_clock};
 use crate::fence::Fences;
 use crate::log::{DEFAULT_POLL_WAIT, LogError, SharedLog, TopicInfo};
-use crate::producer::{CommandRequest, ProduceError, Producer};
+use crate::producer::{CommandRequest, ProduceError, Producer, Sent};
 use crate::reassembly::{StreamCounters, StreamEnd};
 use crate::record::envelope_of;
 
@@ -317,6 +317,13 @@ impl Requester {
     /// The producer commands go out through.
     pub fn producer(&self) -> &Producer {
         &self.producer
+    }
+
+    /// Cancels the command `sent` to `target` ([`Producer::cancel`]): its
+    /// worker does not run it, or stops its handler, and answers it with an
+    /// `error` `cancelled`.
+    pub async fn cancel(&self, sent: &Sent, target: Option<&AgentId>) -> Result<Sent, AskError> {
+        Ok(self.producer.cancel(sent, target).await?)
     }
 
     /// Sends `request` and returns a watch over its replies. The waiter is

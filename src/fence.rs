@@ -396,6 +396,38 @@ impl Fences {
         Ok(known.standing(token))
     }
 
+    /// Like [`Self::standing`], for a holder about to make an effect: an
+    /// answer that took longer than `within` to read is read again, since
+    /// it tells how things stood when the read began (a holder cut off from
+    /// the log mid-read gets it back only after the cut, when a newer
+    /// holder may have claimed the partition). A newer holder waits its
+    /// handover wait before claiming a partition that was not released, so
+    /// an answer read within less than that wait is still true when it
+    /// arrives. Bounded: after a few slow reads, an error.
+    pub(crate) async fn standing_within(
+        &self,
+        token: u64,
+        within: Duration,
+    ) -> Result<Standing, LogError> {
+        const TRIES: u32 = 3;
+        let mut took = Duration::ZERO;
+        for _ in 0..TRIES {
+            let started = tokio::time::Instant::now();
+            let standing = self.standing(token).await?;
+            took = started.elapsed();
+            if took <= within || standing != Standing::Current {
+                return Ok(standing);
+            }
+        }
+        Err(LogError::Backend {
+            reason: format!(
+                "the partition claims on '{}' took {took:?} to read, {TRIES} times; too slow to vouch for holder {token}",
+                self.claims.topic
+            ),
+            source: None,
+        })
+    }
+
     /// Whether the holder of `token` is still current (see [`Self::is_stale`]).
     pub async fn is_current(&self, token: u64) -> Result<bool, LogError> {
         Ok(!self.is_stale(token).await?)
@@ -481,8 +513,18 @@ impl Fences {
                 }
                 Err(error) => return Err(error),
             };
+            // A poll that returns nothing short of the end it reported
+            // (a reader reconnecting, a broker lagging) must not count as
+            // read: a claim skipped here would never be seen, and a stale
+            // holder would take itself for current.
             let Some(after) = records.last().map(|r| r.position.offset + 1) else {
-                break;
+                return Err(LogError::Backend {
+                    reason: format!(
+                        "reading the partition claims on '{}' partition {CLAIM_PARTITION} stopped at offset {next}, short of its end {end}",
+                        self.claims.topic
+                    ),
+                    source: None,
+                });
             };
             for record in records.iter().filter(|r| r.position.offset < end) {
                 if let Some(claim) = claim_of(record) {
@@ -576,6 +618,63 @@ mod tests {
         assert!(reader.is_current(new).await.unwrap());
         assert!(reader.is_current(other_partition).await.unwrap());
         assert!(reader.is_current(other_group).await.unwrap());
+    }
+
+    /// Polls return nothing while `silent` is set, as a reader that just
+    /// reconnected can.
+    struct SilentPolls {
+        inner: SharedLog,
+        silent: std::sync::atomic::AtomicBool,
+    }
+
+    #[async_trait::async_trait]
+    impl crate::log::LogDecorator for SilentPolls {
+        fn inner(&self) -> &dyn crate::log::Log {
+            self.inner.as_ref()
+        }
+
+        async fn poll(
+            &self,
+            topic: &TopicInfo,
+            partition: u32,
+            from: u64,
+            max: u32,
+            wait: Duration,
+        ) -> Result<Vec<LogRecord>, LogError> {
+            if self.silent.load(std::sync::atomic::Ordering::SeqCst) {
+                return Ok(Vec::new());
+            }
+            self.inner.poll(topic, partition, from, max, wait).await
+        }
+    }
+
+    #[tokio::test]
+    async fn claims_a_poll_did_not_return_are_read_later_not_skipped() {
+        let (log, commands, snapshots) = fixture().await;
+        let quiet = Arc::new(SilentPolls {
+            inner: log.clone(),
+            silent: Default::default(),
+        });
+        let holder = Fences::new(quiet.clone(), snapshots.clone());
+        let old = holder.claim(&commands, "pool", 2, "m1").await.unwrap();
+        assert!(holder.is_current(old).await.unwrap());
+
+        let newer = Fences::new(log.clone(), snapshots.clone());
+        newer.claim(&commands, "pool", 2, "m2").await.unwrap();
+        quiet
+            .silent
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        assert!(
+            holder.is_stale(old).await.is_err(),
+            "claims that could not be read are no answer"
+        );
+        quiet
+            .silent
+            .store(false, std::sync::atomic::Ordering::SeqCst);
+        assert!(
+            holder.is_stale(old).await.unwrap(),
+            "the newer claim is read once polls return it"
+        );
     }
 
     #[tokio::test]

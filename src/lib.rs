@@ -46,6 +46,7 @@
 mod ask;
 mod blob;
 pub mod bridge;
+mod cancel;
 pub mod cards;
 mod claim_check;
 mod clock;

@@ -68,6 +68,10 @@ pub enum ProduceError {
     /// The target agent is quarantined; nothing was sent.
     #[error("not sent: {0}")]
     Quarantined(#[from] Quarantined),
+    /// What was to be cancelled is no command (it has no correlation);
+    /// nothing was sent.
+    #[error("not sent: only a command can be cancelled: {0}")]
+    NotACommand(String),
     /// The log refused or could not be reached.
     #[error(transparent)]
     Log(#[from] LogError),
@@ -83,6 +87,7 @@ impl ProduceError {
             ProduceError::ClaimCheck(e) => e.is_retryable(),
             // Lifted only by an operator; a retry loop would not see it.
             ProduceError::Quarantined(_) => false,
+            ProduceError::NotACommand(_) => false,
             ProduceError::Log(e) => e.is_retryable(),
         }
     }
@@ -444,9 +449,60 @@ impl Producer {
         .await
     }
 
+    /// Cancels the command `command` (as [`Producer::command`] returned
+    /// it), addressed to `target`: a `status` `task` `canceled` with its
+    /// correlation, naming its record, on its topic and conversation, so
+    /// its worker does not run it, or stops its handler (docs/runtime.md,
+    /// "Cancellation").
+    pub async fn cancel(
+        &self,
+        command: &Sent,
+        target: Option<&AgentId>,
+    ) -> Result<Sent, ProduceError> {
+        let Some(correlation) = command.correlation else {
+            return Err(ProduceError::NotACommand(format!(
+                "the record on {} partition {} has no correlation",
+                command.topic, command.partition
+            )));
+        };
+        let stream = &self.inner.topology.commands.stream;
+        let topic = self
+            .inner
+            .log
+            .topic(stream, &command.topic)
+            .await?
+            .ok_or_else(|| LogError::NoSuchTopic {
+                stream: stream.clone(),
+                topic: command.topic.clone(),
+            })?;
+        let mut envelope = AgentEnvelope::status_task(
+            new_record_id(),
+            command.conversation,
+            self.inner.source.clone(),
+            correlation,
+            TaskState::Canceled,
+        );
+        if let Some(record) = command.record {
+            envelope = envelope.with_cause(record, None);
+        }
+        if let Some(target) = target {
+            envelope = envelope.with_target(target.clone());
+        }
+        self.publish_one(&topic, Outgoing::new(envelope, ContentType::Raw))
+            .await
+    }
+
     /// Reports where the task of the request `to` stands (`status` `task`
     /// on `agent.responses`).
     pub async fn status_task(&self, to: &ReplyTo, state: TaskState) -> Result<Sent, ProduceError> {
+        let outgoing = self.status_task_envelope(to, state);
+        self.publish_one(&self.inner.topology.responses, outgoing)
+            .await
+    }
+
+    /// The `status` `task` that [`Producer::status_task`] publishes, not
+    /// yet sent.
+    pub fn status_task_envelope(&self, to: &ReplyTo, state: TaskState) -> Outgoing {
         let envelope = AgentEnvelope::status_task(
             new_record_id(),
             to.conversation,
@@ -454,11 +510,7 @@ impl Producer {
             to.correlation,
             state,
         );
-        self.publish_one(
-            &self.inner.topology.responses,
-            Outgoing::new(to.address(envelope), ContentType::Raw),
-        )
-        .await
+        Outgoing::new(to.address(envelope), ContentType::Raw)
     }
 
     /// Reports that the request `to` is still being worked on (`status`

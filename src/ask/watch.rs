@@ -45,6 +45,15 @@ impl ReplyWatch {
         &self.sent
     }
 
+    /// Cancels the watched command ([`crate::Producer::cancel`]); its
+    /// answer, an `error` `cancelled`, still arrives on this watch.
+    pub async fn cancel(&self) -> Result<Sent, AskError> {
+        Ok(self
+            .producer
+            .cancel(&self.sent, self.target.as_ref())
+            .await?)
+    }
+
     /// Replies to this command ignored because they did not verify.
     pub fn unverified(&self) -> u64 {
         self.unverified

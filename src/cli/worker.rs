@@ -233,11 +233,12 @@ pub async fn run(global: &Global, args: WorkerArgs) -> Result<(), Failure> {
     );
     worker.run_with_stop_now(shutdown, stop_now).await?;
     eprintln!(
-        "agdx worker: stopped; handled {}, deduplicated {}, unsupported {}, dead-lettered {}, skipped {}",
+        "agdx worker: stopped; handled {}, deduplicated {}, unsupported {}, dead-lettered {}, cancelled {}, skipped {}",
         stats.handled.load(Ordering::Relaxed),
         stats.deduplicated.load(Ordering::Relaxed),
         stats.unsupported.load(Ordering::Relaxed),
         stats.dead_lettered.load(Ordering::Relaxed),
+        stats.cancelled.load(Ordering::Relaxed),
         stats.skipped.load(Ordering::Relaxed),
     );
     match stats.abandoned.load(Ordering::Relaxed) {

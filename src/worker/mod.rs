@@ -208,6 +208,8 @@ pub struct WorkerStats {
     pub unsupported: AtomicU64,
     /// Dead-lettered.
     pub dead_lettered: AtomicU64,
+    /// Cancelled by their senders: not run, or stopped while running.
+    pub cancelled: AtomicU64,
     /// Offsets committed (one per flushed batch).
     pub commits: AtomicU64,
     /// Records whose processing was followed by a commit.
@@ -227,6 +229,7 @@ impl WorkerStats {
             Disposition::Skipped => (&self.skipped, "skipped"),
             Disposition::Unsupported => (&self.unsupported, "unsupported"),
             Disposition::DeadLettered => (&self.dead_lettered, "dead_lettered"),
+            Disposition::Cancelled => (&self.cancelled, "cancelled"),
         };
         counter.fetch_add(1, Ordering::Relaxed);
         crate::metrics::record_outcome(agent, outcome);
@@ -352,6 +355,7 @@ impl Worker {
             handler_limit: self.config.handler_limit,
             fences: fences.clone(),
             fence_check_every: self.config.rebalance_every,
+            fence_fresh_for: self.config.handover_wait / 2,
             gate: self
                 .config
                 .verifier

@@ -368,15 +368,16 @@ async fn handle_batch(
     cancel: &CancellationToken,
 ) -> Result<(), BatchError> {
     let mut unflushed = Unflushed::default();
-    for record in records {
+    for (at, record) in records.iter().enumerate() {
         // Stopping (or losing the partition, or a quarantine) ends the batch
         // after the record in hand; the rest stays uncommitted for whoever
         // reads next.
         if cancel.is_cancelled() || ctx.paused() {
             break;
         }
+        let later = &records[at + 1..];
         let processed =
-            process_flushing_meanwhile(ctx, held, record, &mut unflushed, cursor, cancel);
+            process_flushing_meanwhile(ctx, held, (record, later), &mut unflushed, cursor, cancel);
         let outcome = match processed.await? {
             Ok(outcome) => outcome,
             Err(error) => {
@@ -405,12 +406,14 @@ async fn handle_batch(
 async fn process_flushing_meanwhile(
     ctx: &PartitionContext,
     held: Held,
-    record: &LogRecord,
+    (record, later): (&LogRecord, &[LogRecord]),
     unflushed: &mut Unflushed,
     cursor: &mut u64,
     cancel: &CancellationToken,
 ) -> Result<Result<Outcome, ProcessError>, BatchError> {
-    let process = ctx.processor.process(record, &ctx.commands.topic, held.1);
+    let process = ctx
+        .processor
+        .process(record, (&ctx.commands, later), held.1);
     tokio::pin!(process);
     let Some(due) = unflushed.due_at(ctx.config.flush_interval) else {
         return Ok(process.await);

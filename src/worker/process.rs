@@ -6,17 +6,21 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-use agdx_wire::{AgentEnvelope, AgentId, DeadLetter, DeadLetterReason, ErrorBody, ErrorCode, Kind};
+use agdx_wire::{
+    AgentEnvelope, AgentId, DeadLetter, DeadLetterReason, ErrorBody, ErrorCode, Kind, TaskState,
+};
 use tracing::Instrument;
 
+use crate::cancel::{LOOKAHEAD_AFTER, cancel_requested, cancelled_among, cancelled_next};
 use crate::claim_check::{ClaimCheck, ClaimCheckError, resolve_body};
 use crate::clock::SharedClock;
 use crate::dlq::{MAX_DETAIL_BYTES, dead_letter, shorten};
 use crate::fence::{FenceError, Fences, Standing, with_fence};
 use crate::idempotency::{KeyScope, ProcessedKeys, StoreError};
 use crate::ids::{new_channel_id, new_record_id};
-use crate::log::LogRecord;
+use crate::log::{LogRecord, TopicInfo};
 use crate::producer::{Outgoing, Producer, ReplyTo};
 use crate::record::{content_type_of, envelope_of};
 use crate::retry::RetryPolicy;
@@ -39,6 +43,8 @@ pub(crate) enum Disposition {
     Unsupported,
     /// Set aside on the dead-letter topic.
     DeadLettered,
+    /// Cancelled by its sender before or while its handler ran.
+    Cancelled,
 }
 
 /// What to publish for one record.
@@ -110,6 +116,9 @@ pub(crate) struct Processor {
     pub fences: Arc<Fences>,
     /// How often a running handler's fence is checked.
     pub fence_check_every: std::time::Duration,
+    /// How long a fence check before a keyed handler may take and still
+    /// vouch for the holder (half the handover wait).
+    pub fence_fresh_for: std::time::Duration,
     /// Step 4: the verifier and the grants, when configured.
     pub gate: Option<(Verifier, Option<Grants>)>,
 }
@@ -123,7 +132,7 @@ impl Processor {
     pub async fn process(
         &self,
         record: &LogRecord,
-        topic: &str,
+        (commands, later): (&TopicInfo, &[LogRecord]),
         fence: u64,
     ) -> Result<Outcome, ProcessError> {
         // 1. decode and validate
@@ -145,16 +154,19 @@ impl Processor {
             conversation = %envelope.conversation,
             correlation = envelope.correlation.map(|c| c.to_string()).unwrap_or_default(),
             agent = %self.agent,
-            topic = %topic,
+            topic = %commands.topic,
             operation = envelope.operation.as_deref().unwrap_or(""),
             position = %record.position,
         );
-        self.steps(record, envelope, fence).instrument(span).await
+        self.steps(record, (commands, later), envelope, fence)
+            .instrument(span)
+            .await
     }
 
     async fn steps(
         &self,
         record: &LogRecord,
+        (commands, later): (&TopicInfo, &[LogRecord]),
         envelope: AgentEnvelope,
         fence: u64,
     ) -> Result<Outcome, ProcessError> {
@@ -221,14 +233,32 @@ impl Processor {
             }
             (None, _) => {}
         }
-        // A keyed effect runs only while no newer holder has the partition
-        // nor asked for it: what a holder handed over runs once, there.
-        if scope.is_some() {
-            match self.fences.standing(fence).await.map_err(FenceError::Log)? {
-                Standing::Current => {}
-                Standing::Asked => return Err(ProcessError::HandingOver),
-                Standing::Stale => return Err(ProcessError::Fenced),
+        // A command cancelled before it started is not run. The last record
+        // of a batch that waited on the log a while may have its cancel
+        // right behind it; a fresh one (the usual case of a pool keeping
+        // up) costs no read.
+        let waited = Duration::from_micros(
+            self.clock
+                .now_micros()
+                .saturating_sub(record.timestamp_micros),
+        );
+        let cancelled_early = match &reply_to {
+            Some(to) if later.is_empty() && waited >= LOOKAHEAD_AFTER => {
+                cancelled_next(
+                    self.producer.log(),
+                    commands,
+                    record.position.partition,
+                    record.position.offset + 1,
+                    to.correlation,
+                )
+                .await
             }
+            Some(to) => cancelled_among(later, to.correlation),
+            None => false,
+        };
+        if let Some(to) = reply_to.as_ref().filter(|_| cancelled_early) {
+            tracing::info!("the command was cancelled before it started; not running it");
+            return self.cancelled(record, scope, to.clone(), &[]).await;
         }
         // 7. dispatch by operation (decided with the admission)
         let handler = match dispatch {
@@ -263,6 +293,22 @@ impl Processor {
                 ));
             }
         };
+        // A keyed effect runs only while no newer holder has the partition
+        // nor asked for it: what a holder handed over runs once, there.
+        // Checked last before the handler, so that nothing slow (a blob
+        // fetch) lies between the check and the effect.
+        if scope.is_some() {
+            match self
+                .fences
+                .standing_within(fence, self.fence_fresh_for)
+                .await
+                .map_err(FenceError::Log)?
+            {
+                Standing::Current => {}
+                Standing::Asked => return Err(ProcessError::HandingOver),
+                Standing::Stale => return Err(ProcessError::Fenced),
+            }
+        }
         // 8. run the handler, retrying retryable failures
         let operation_label = self.handlers.metric_label(envelope.operation.as_deref());
         let recorder = Arc::new(Mutex::new(Vec::new()));
@@ -292,14 +338,37 @@ impl Processor {
             &heartbeat,
             (self.agent.as_str(), &operation_label),
         );
+        // A cancel of the command, read on past the batch it came in.
+        let read_on_from = later.last().unwrap_or(record).position.offset + 1;
+        let cancelled = async {
+            match &reply_to {
+                Some(to) => {
+                    cancel_requested(
+                        self.producer.log(),
+                        commands,
+                        record.position.partition,
+                        read_on_from,
+                        to.correlation,
+                    )
+                    .await;
+                    to.clone()
+                }
+                None => std::future::pending().await,
+            }
+        };
         // A holder fenced while its handler runs stops it (an `--exec`
         // command's processes are killed): its outcome could not be
-        // published anyway, and the new holder runs the command.
+        // published anyway, and the new holder runs the command. A
+        // cancelled command's handler is stopped the same way.
         let result = tokio::select! {
             result = run => result,
             () = self.fences.stale_after(fence, self.fence_check_every) => {
                 tracing::warn!(fence, "a newer holder claimed the partition while the handler ran; stopping the handler");
                 return Err(ProcessError::Fenced);
+            }
+            to = cancelled => {
+                tracing::info!("the command was cancelled while its handler ran; stopping the handler");
+                return self.cancelled(record, scope, to, &request.streamed()).await;
             }
         };
         let streamed = request.streamed();
@@ -385,6 +454,44 @@ impl Processor {
                 })
             }
         }
+    }
+
+    /// The answer to a cancelled command: a `status` `task` `canceled`,
+    /// then an `error` `cancelled` (ending a stream the handler left
+    /// open), stored for its idempotency key like any outcome.
+    async fn cancelled(
+        &self,
+        record: &LogRecord,
+        scope: Option<KeyScope>,
+        to: ReplyTo,
+        streamed: &[Outgoing],
+    ) -> Result<Outcome, ProcessError> {
+        let error = ErrorBody::new(ErrorCode::Cancelled)
+            .with_message("the command was cancelled by its sender");
+        let mut answer = self.producer.error_envelope(&to, &error);
+        if let Some((channel, sequence)) = open_stream_end(streamed) {
+            answer.envelope = answer.envelope.with_stream_terminal(channel, sequence);
+        }
+        let replies = vec![
+            self.producer.status_task_envelope(&to, TaskState::Canceled),
+            answer,
+        ];
+        if let (Some(scope), Some(store)) = (scope, &self.store) {
+            let stored = streamed
+                .iter()
+                .cloned()
+                .chain(replies.iter().cloned())
+                .collect();
+            store
+                .put(scope, stored, record, self.clock.now_micros())
+                .await?;
+        }
+        Ok(Outcome {
+            disposition: Disposition::Cancelled,
+            replies,
+            dead_letter: None,
+            reply_to: Some(to),
+        })
     }
 
     /// A dead letter for `record`, with an `error` reply when someone waits

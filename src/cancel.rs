@@ -1,0 +1,108 @@
+//! Cancelling a command: the cancel record, and how a worker sees one.
+//!
+//! A cancel is a `status` `task` record with the state `canceled`, written
+//! by the command's sender ([`crate::Producer::cancel`]) to the command's
+//! own topic and conversation, so it lands in the command's partition,
+//! after it. It carries the command's correlation, names the command's
+//! record as its `cause` and is addressed to the command's target.
+//!
+//! A worker handles a partition in order, so a cancel is behind the
+//! command it names. Before a command runs, the worker looks for its cancel
+//! among the records it polled with it (or, for the last of them, among
+//! those on the log after it): a command cancelled that early is not run. While a handler runs longer than [`LOOKAHEAD_AFTER`], the
+//! worker reads on past it, and a cancel found there stops the handler.
+//! Either way the command is answered with an `error` `cancelled` and a
+//! `status` `task` `canceled`, committed like any other outcome (and
+//! remembered for its idempotency key). A cancel that comes after the
+//! command was answered changes nothing.
+
+use std::time::Duration;
+
+use agdx_wire::{AgentEnvelope, CorrelationId, Kind, TaskState};
+
+use crate::log::{DEFAULT_POLL_WAIT, LogError, LogRecord, SharedLog, TopicInfo};
+use crate::record::envelope_of;
+
+/// How long a handler runs before its worker starts reading on past its
+/// command for a cancel: a quick handler costs no extra read.
+pub const LOOKAHEAD_AFTER: Duration = Duration::from_millis(200);
+
+/// Records read per poll while looking for a cancel.
+const LOOKAHEAD_POLL: u32 = 256;
+
+/// Whether `envelope` is a cancel of the command with `correlation`.
+pub fn is_cancel_of(envelope: &AgentEnvelope, correlation: CorrelationId) -> bool {
+    envelope.kind == Kind::Status
+        && envelope.operation.as_deref() == Some("task")
+        && envelope.task_state == Some(TaskState::Canceled)
+        && envelope.correlation == Some(correlation)
+}
+
+/// Whether any of `records` cancels the command with `correlation`
+/// (undecodable records cancel nothing).
+pub(crate) fn cancelled_among(records: &[LogRecord], correlation: CorrelationId) -> bool {
+    records.iter().any(|record| {
+        envelope_of(record).is_ok_and(|envelope| is_cancel_of(&envelope, correlation))
+    })
+}
+
+/// Whether the records at and after offset `from` of `partition` that are
+/// on the log now (one poll's worth, not waiting) cancel the command with
+/// `correlation`. A failed read says no: the look-ahead while the handler
+/// runs still finds the cancel.
+pub(crate) async fn cancelled_next(
+    log: &SharedLog,
+    commands: &TopicInfo,
+    partition: u32,
+    from: u64,
+    correlation: CorrelationId,
+) -> bool {
+    match log
+        .poll(commands, partition, from, LOOKAHEAD_POLL, Duration::ZERO)
+        .await
+    {
+        Ok(records) => cancelled_among(&records, correlation),
+        Err(error) => {
+            tracing::debug!(%error, partition, "could not read past a command for its cancel");
+            false
+        }
+    }
+}
+
+/// Resolves once a cancel of the command with `correlation` is found in
+/// `partition` of `commands` at or after offset `from`, starting after
+/// [`LOOKAHEAD_AFTER`]. Runs as long as it is awaited: the worker races it
+/// against the handler. A failed read is tried again after a pause.
+pub(crate) async fn cancel_requested(
+    log: &SharedLog,
+    commands: &TopicInfo,
+    partition: u32,
+    from: u64,
+    correlation: CorrelationId,
+) {
+    tokio::time::sleep(LOOKAHEAD_AFTER).await;
+    let mut next = from;
+    let mut failures = 0u32;
+    loop {
+        match log
+            .poll(commands, partition, next, LOOKAHEAD_POLL, DEFAULT_POLL_WAIT)
+            .await
+        {
+            Ok(records) => {
+                failures = 0;
+                if cancelled_among(&records, correlation) {
+                    return;
+                }
+                if let Some(last) = records.last() {
+                    next = last.position.offset + 1;
+                }
+            }
+            Err(LogError::Corrupt(damage)) => next = damage.next_offset(),
+            Err(error) => {
+                failures += 1;
+                tracing::debug!(%error, partition, "reading on for a cancel failed; trying again");
+                tokio::time::sleep(crate::retry::backoff(failures)).await;
+            }
+        }
+    }
+}
