@@ -614,13 +614,11 @@ async fn two_members_of_an_inbox_pool_read_their_inbox_as_a_group_of_its_own() {
             }
         };
         eventually("the inbox's commits under pair.inbox", || {
-            let committed = committed.clone();
             let inbox = inbox.clone();
             async move { committed(inbox, "pair.inbox").await.then_some(()) }
         })
         .await;
         eventually("agent.commands' commits under pair", || {
-            let committed = committed.clone();
             let commands = fabric.topology.commands.clone();
             async move { committed(commands, "pair").await.then_some(()) }
         })
