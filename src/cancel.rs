@@ -3,7 +3,7 @@
 //! A cancel is a `status` `task` record with the state `canceled`, written
 //! by the command's sender ([`crate::Producer::cancel`]) to the command's
 //! own topic and conversation, so it lands in the command's partition,
-//! after it. It carries the command's correlation, names the command's
+//! after it. Only a cancel from the command's own sender counts. It carries the command's correlation, names the command's
 //! record as its `cause` and is addressed to the command's target.
 //!
 //! A worker handles a partition in order, so a cancel is behind the
@@ -18,7 +18,7 @@
 
 use std::time::Duration;
 
-use agdx_wire::{AgentEnvelope, CorrelationId, Kind, TaskState};
+use agdx_wire::{AgentEnvelope, AgentId, CorrelationId, Kind, TaskState};
 
 use crate::log::{DEFAULT_POLL_WAIT, LogError, LogRecord, SharedLog, TopicInfo};
 use crate::record::envelope_of;
@@ -30,19 +30,29 @@ pub const LOOKAHEAD_AFTER: Duration = Duration::from_millis(200);
 /// Records read per poll while looking for a cancel.
 const LOOKAHEAD_POLL: u32 = 256;
 
-/// Whether `envelope` is a cancel of the command with `correlation`.
-pub fn is_cancel_of(envelope: &AgentEnvelope, correlation: CorrelationId) -> bool {
+/// Whether `envelope` is a cancel of the command with `correlation` sent
+/// by `sender`: only the command's own sender cancels it.
+pub fn is_cancel_of(
+    envelope: &AgentEnvelope,
+    correlation: CorrelationId,
+    sender: &AgentId,
+) -> bool {
     envelope.kind == Kind::Status
         && envelope.operation.as_deref() == Some("task")
         && envelope.task_state == Some(TaskState::Canceled)
         && envelope.correlation == Some(correlation)
+        && envelope.source == *sender
 }
 
-/// Whether any of `records` cancels the command with `correlation`
-/// (undecodable records cancel nothing).
-pub(crate) fn cancelled_among(records: &[LogRecord], correlation: CorrelationId) -> bool {
+/// Whether any of `records` cancels the command with `correlation` sent
+/// by `sender` (undecodable records cancel nothing).
+pub(crate) fn cancelled_among(
+    records: &[LogRecord],
+    correlation: CorrelationId,
+    sender: &AgentId,
+) -> bool {
     records.iter().any(|record| {
-        envelope_of(record).is_ok_and(|envelope| is_cancel_of(&envelope, correlation))
+        envelope_of(record).is_ok_and(|envelope| is_cancel_of(&envelope, correlation, sender))
     })
 }
 
@@ -55,13 +65,13 @@ pub(crate) async fn cancelled_next(
     commands: &TopicInfo,
     partition: u32,
     from: u64,
-    correlation: CorrelationId,
+    (correlation, sender): (CorrelationId, &AgentId),
 ) -> bool {
     match log
         .poll(commands, partition, from, LOOKAHEAD_POLL, Duration::ZERO)
         .await
     {
-        Ok(records) => cancelled_among(&records, correlation),
+        Ok(records) => cancelled_among(&records, correlation, sender),
         Err(error) => {
             tracing::debug!(%error, partition, "could not read past a command for its cancel");
             false
@@ -78,7 +88,7 @@ pub(crate) async fn cancel_requested(
     commands: &TopicInfo,
     partition: u32,
     from: u64,
-    correlation: CorrelationId,
+    (correlation, sender): (CorrelationId, &AgentId),
 ) {
     tokio::time::sleep(LOOKAHEAD_AFTER).await;
     let mut next = from;
@@ -90,7 +100,7 @@ pub(crate) async fn cancel_requested(
         {
             Ok(records) => {
                 failures = 0;
-                if cancelled_among(&records, correlation) {
+                if cancelled_among(&records, correlation, sender) {
                     return;
                 }
                 if let Some(last) = records.last() {

@@ -249,11 +249,11 @@ impl Processor {
                     commands,
                     record.position.partition,
                     record.position.offset + 1,
-                    to.correlation,
+                    (to.correlation, &to.target),
                 )
                 .await
             }
-            Some(to) => cancelled_among(later, to.correlation),
+            Some(to) => cancelled_among(later, to.correlation, &to.target),
             None => false,
         };
         if let Some(to) = reply_to.as_ref().filter(|_| cancelled_early) {
@@ -348,7 +348,7 @@ impl Processor {
                         commands,
                         record.position.partition,
                         read_on_from,
-                        to.correlation,
+                        (to.correlation, &to.target),
                     )
                     .await;
                     to.clone()

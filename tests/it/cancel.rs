@@ -115,18 +115,37 @@ async fn a_command_cancelled_before_it_starts_is_not_run_and_its_key_remembers()
         // Sent and cancelled while no worker runs.
         let mut watch = requester.send(post()).await.expect("send");
         watch.cancel().await.expect("cancel");
+        // Only its sender cancels a command: a stranger's cancel of another
+        // one does nothing.
+        let mut other = requester
+            .send(CommandRequest::new("post", b"9 EUR".to_vec()).to(agent_id("ledger")))
+            .await
+            .expect("send another");
+        fabric
+            .requester("mallory")
+            .cancel(other.sent(), Some(&agent_id("ledger")))
+            .await
+            .expect("a stranger's cancel");
         let running = Running::start(worker());
         let (states, error) = cancelled_answer(&mut watch).await;
         assert_eq!(error.code, ErrorCode::Cancelled, "{error:?}");
         assert_eq!(states, [TaskState::Canceled]);
-        assert_eq!(runs.load(Ordering::SeqCst), 0, "the handler never ran");
+        match other.next(ANSWER).await {
+            Ok(ReplyEvent::Response(reply)) => assert_eq!(reply.body, b"posted"),
+            other => panic!("a stranger's cancel stopped a command: {other:?}"),
+        }
+        assert_eq!(
+            runs.load(Ordering::SeqCst),
+            1,
+            "only the uncancelled one ran"
+        );
 
         // The key's outcome is the cancellation: sent again, it is answered
         // from the store, and the handler still does not run.
         let mut again = requester.send(post()).await.expect("send again");
         let (_, error) = cancelled_answer(&mut again).await;
         assert_eq!(error.code, ErrorCode::Cancelled);
-        assert_eq!(runs.load(Ordering::SeqCst), 0);
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
 
         // A command without a cancel runs as usual beside it.
         let answer = requester
@@ -137,7 +156,7 @@ async fn a_command_cancelled_before_it_starts_is_not_run_and_its_key_remembers()
             .await
             .expect("an uncancelled command is answered");
         assert!(matches!(answer, agdx::Answer::Response(_)), "{answer:?}");
-        assert_eq!(runs.load(Ordering::SeqCst), 1);
+        assert_eq!(runs.load(Ordering::SeqCst), 2);
         running.stop().await;
     })
     .await;
