@@ -97,6 +97,12 @@ pub struct WorkerArgs {
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
     pub shutdown_grace: Duration,
 
+    /// Once a running command is cancelled by its sender, how long its
+    /// handler has to stop (an --exec command gets SIGTERM); then it is
+    /// killed (SIGKILL). Either way the command is answered `cancelled`.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
+    pub cancel_grace: Duration,
+
     /// How long this worker's agent card stays true; it is published again
     /// before half of it has passed (`agdx agents` lists live agents).
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
@@ -198,6 +204,7 @@ pub async fn run(global: &Global, args: WorkerArgs) -> Result<(), Failure> {
         grants,
         quarantine,
         shutdown_grace: Some(args.shutdown_grace),
+        cancel_grace: args.cancel_grace,
         ..WorkerConfig::default()
     };
     let mut worker = Worker::new(producer, config);

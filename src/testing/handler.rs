@@ -155,6 +155,7 @@ impl HandlerTest {
             reply_to,
             fence: None,
             recorder: Arc::new(Mutex::new(Vec::new())),
+            cancel: tokio_util::sync::CancellationToken::new(),
         }
     }
 

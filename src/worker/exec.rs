@@ -28,7 +28,9 @@ pub const EXIT_RETRYABLE: i32 = 75;
 /// Each call runs in a process group of its own, killed when the call ends
 /// (at the handler limit, or when the pool is told to stop now, too) and
 /// when the worker process dies: what a command starts in the background
-/// does not outlive its call. See `process_group` for how.
+/// does not outlive its call. See `process_group` for how. A cancelled
+/// command's group gets SIGTERM, then SIGKILL once the pool's cancel grace
+/// ([`WorkerConfig::cancel_grace`](super::WorkerConfig::cancel_grace)) is over.
 #[derive(Debug, Clone)]
 pub struct ExecHandler {
     command: String,
@@ -108,7 +110,17 @@ impl Handler for ExecHandler {
                 let _ = stdin.write_all(body).await;
             }
         };
-        let (_, output) = tokio::join!(feed, child.wait_with_output());
+        let run = async { tokio::join!(feed, child.wait_with_output()).1 };
+        tokio::pin!(run);
+        let output = tokio::select! {
+            output = &mut run => output,
+            // Cancelled: the command gets SIGTERM and the pool's cancel
+            // grace to exit; the group is killed when this call is dropped.
+            () = request.cancelled() => {
+                group.terminate();
+                run.await
+            }
+        };
         let output = output.map_err(|err| {
             HandlerError::retryable(format!("waiting for `{}` failed: {err}", self.command))
         })?;

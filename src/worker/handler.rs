@@ -8,6 +8,7 @@ use agdx_wire::{
     TaskState,
 };
 use async_trait::async_trait;
+use tokio_util::sync::CancellationToken;
 
 use crate::producer::{ChunkWriter, Outgoing, ProduceError, Producer, ReplyTo};
 
@@ -33,6 +34,7 @@ pub struct Request {
     pub(crate) reply_to: Option<ReplyTo>,
     pub(crate) fence: Option<u64>,
     pub(crate) recorder: Arc<Mutex<Vec<Outgoing>>>,
+    pub(crate) cancel: CancellationToken,
 }
 
 impl Request {
@@ -80,6 +82,34 @@ impl Request {
             Some(to) => self.producer.status_task(to, state).await.map(|_| ()),
             None => Ok(()),
         }
+    }
+
+    /// Completes once the command's sender has cancelled it (see
+    /// docs/runtime.md, "Cancellation"). A handler that has something to
+    /// clean up or a partial answer to end selects on it; the pool waits
+    /// [`WorkerConfig::cancel_grace`](super::WorkerConfig::cancel_grace)
+    /// for the handler to return, then stops it. Whatever the handler
+    /// returns after a cancel, the command is answered `cancelled`.
+    ///
+    /// ```
+    /// # use agdx::worker::{HandlerError, HandlerReply, Request};
+    /// async fn slow(request: Request) -> Result<HandlerReply, HandlerError> {
+    ///     tokio::select! {
+    ///         () = tokio::time::sleep(std::time::Duration::from_secs(60)) => {
+    ///             Ok(HandlerReply::raw("done"))
+    ///         }
+    ///         () = request.cancelled() => Err(HandlerError::fatal("stopped: cancelled")),
+    ///     }
+    /// }
+    /// ```
+    pub async fn cancelled(&self) {
+        self.cancel.cancelled().await;
+    }
+
+    /// Whether the command's sender has cancelled it (see
+    /// [`Request::cancelled`]).
+    pub fn is_cancelled(&self) -> bool {
+        self.cancel.is_cancelled()
     }
 
     /// The stream chunks this handler call published so far.

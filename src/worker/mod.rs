@@ -132,12 +132,20 @@ pub struct WorkerConfig {
     /// killed), leaves their records uncommitted for the next member, and
     /// leaves the group. `None`: as long as they take.
     pub shutdown_grace: Option<Duration>,
+    /// Once a running command is cancelled, how long its handler has to
+    /// heed [`Request::cancelled`] (an `--exec` command gets SIGTERM)
+    /// before it is stopped (the command's processes get SIGKILL).
+    pub cancel_grace: Duration,
 }
 
 /// How long a member waits for a partition's previous holder to hand it
 /// over, unless configured otherwise: longer than a holder takes to notice a
 /// request (at most a second between records) and to publish what it has.
 pub const DEFAULT_HANDOVER_WAIT: Duration = Duration::from_secs(5);
+
+/// How long a cancelled handler has to stop by itself, unless configured
+/// otherwise.
+pub const DEFAULT_CANCEL_GRACE: Duration = Duration::from_secs(5);
 
 /// How long a stopping pool waits for its handlers, unless configured otherwise.
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
@@ -163,6 +171,7 @@ impl Default for WorkerConfig {
             grants: None,
             quarantine: None,
             shutdown_grace: Some(DEFAULT_SHUTDOWN_GRACE),
+            cancel_grace: DEFAULT_CANCEL_GRACE,
         }
     }
 }
@@ -353,6 +362,7 @@ impl Worker {
             claim_check: self.claim_check,
             progress_interval: self.config.progress_interval,
             handler_limit: self.config.handler_limit,
+            cancel_grace: self.config.cancel_grace,
             fences: fences.clone(),
             fence_check_every: self.config.rebalance_every,
             fence_fresh_for: self.config.handover_wait / 2,

@@ -11,6 +11,7 @@ use std::time::Duration;
 use agdx_wire::{
     AgentEnvelope, AgentId, DeadLetter, DeadLetterReason, ErrorBody, ErrorCode, Kind, TaskState,
 };
+use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::cancel::{LOOKAHEAD_AFTER, cancel_requested, cancelled_among, cancelled_next};
@@ -111,6 +112,8 @@ pub(crate) struct Processor {
     pub claim_check: Option<ClaimCheck>,
     pub progress_interval: std::time::Duration,
     pub handler_limit: Option<std::time::Duration>,
+    /// How long a cancelled handler has to stop by itself.
+    pub cancel_grace: std::time::Duration,
     /// The partition claims, checked before a keyed handler runs and while
     /// any handler runs.
     pub fences: Arc<Fences>,
@@ -312,6 +315,7 @@ impl Processor {
         // 8. run the handler, retrying retryable failures
         let operation_label = self.handlers.metric_label(envelope.operation.as_deref());
         let recorder = Arc::new(Mutex::new(Vec::new()));
+        let cancel = CancellationToken::new();
         let mut request = Request {
             envelope,
             position: record.position,
@@ -323,7 +327,8 @@ impl Processor {
             producer: self.producer.clone(),
             reply_to: reply_to.clone(),
             fence: Some(fence),
-            recorder,
+            recorder: recorder.clone(),
+            cancel: cancel.clone(),
         };
         let heartbeat = super::heartbeat::Heartbeat {
             producer: &self.producer,
@@ -331,13 +336,6 @@ impl Processor {
             every: self.progress_interval,
             limit: self.handler_limit,
         };
-        let run = run_with_retries(
-            handler.as_ref(),
-            &mut request,
-            &self.retry,
-            &heartbeat,
-            (self.agent.as_str(), &operation_label),
-        );
         // A cancel of the command, read on past the batch it came in.
         let read_on_from = later.last().unwrap_or(record).position.offset + 1;
         let cancelled = async {
@@ -356,19 +354,36 @@ impl Processor {
                 None => std::future::pending().await,
             }
         };
-        // A holder fenced while its handler runs stops it (an `--exec`
-        // command's processes are killed): its outcome could not be
-        // published anyway, and the new holder runs the command. A
-        // cancelled command's handler is stopped the same way.
-        let result = tokio::select! {
-            result = run => result,
-            () = self.fences.stale_after(fence, self.fence_check_every) => {
-                tracing::warn!(fence, "a newer holder claimed the partition while the handler ran; stopping the handler");
-                return Err(ProcessError::Fenced);
-            }
-            to = cancelled => {
-                tracing::info!("the command was cancelled while its handler ran; stopping the handler");
-                return self.cancelled(record, scope, to, &request.streamed()).await;
+        let result = {
+            let run = run_with_retries(
+                handler.as_ref(),
+                &mut request,
+                &self.retry,
+                &heartbeat,
+                (self.agent.as_str(), &operation_label),
+            );
+            tokio::pin!(run);
+            // A holder fenced while its handler runs stops it (an `--exec`
+            // command's processes are killed): its outcome could not be
+            // published anyway, and the new holder runs the command.
+            tokio::select! {
+                result = &mut run => result,
+                () = self.fences.stale_after(fence, self.fence_check_every) => {
+                    tracing::warn!(fence, "a newer holder claimed the partition while the handler ran; stopping the handler");
+                    return Err(ProcessError::Fenced);
+                }
+                to = cancelled => {
+                    // The handler is told, and given the grace to end what
+                    // it started (a stream, a child process) before it is
+                    // stopped; either way the answer is `cancelled`.
+                    tracing::info!("the command was cancelled while its handler ran; telling the handler to stop");
+                    cancel.cancel();
+                    if tokio::time::timeout(self.cancel_grace, &mut run).await.is_err() {
+                        tracing::info!(grace = ?self.cancel_grace, "the cancelled handler did not stop within its grace; stopping it");
+                    }
+                    let streamed = crate::log::lock(&recorder).clone();
+                    return self.cancelled(record, scope, to, &streamed).await;
+                }
             }
         };
         let streamed = request.streamed();
@@ -437,15 +452,7 @@ impl Processor {
                 // reply stream is stored here but cannot be rebuilt from the
                 // log by another process (chunks carry no key); only
                 // `response` replies can.
-                if let (Some(scope), Some(store)) = (scope, &self.store) {
-                    let stored = streamed
-                        .into_iter()
-                        .chain(replies.iter().cloned())
-                        .collect();
-                    store
-                        .put(scope, stored, record, self.clock.now_micros())
-                        .await?;
-                }
+                self.remember(scope, &streamed, &replies, record).await?;
                 Ok(Outcome {
                     disposition: Disposition::Handled,
                     replies,
@@ -476,22 +483,32 @@ impl Processor {
             self.producer.status_task_envelope(&to, TaskState::Canceled),
             answer,
         ];
-        if let (Some(scope), Some(store)) = (scope, &self.store) {
-            let stored = streamed
-                .iter()
-                .cloned()
-                .chain(replies.iter().cloned())
-                .collect();
-            store
-                .put(scope, stored, record, self.clock.now_micros())
-                .await?;
-        }
+        self.remember(scope, streamed, &replies, record).await?;
         Ok(Outcome {
             disposition: Disposition::Cancelled,
             replies,
             dead_letter: None,
             reply_to: Some(to),
         })
+    }
+
+    /// Records the outcome of `record`'s idempotency key, when it has one
+    /// and the pool keeps processed keys: the chunks streamed, then the
+    /// replies, published again should the key arrive again.
+    async fn remember(
+        &self,
+        scope: Option<KeyScope>,
+        streamed: &[Outgoing],
+        replies: &[Outgoing],
+        record: &LogRecord,
+    ) -> Result<(), StoreError> {
+        let (Some(scope), Some(store)) = (scope, &self.store) else {
+            return Ok(());
+        };
+        let stored = streamed.iter().chain(replies).cloned().collect();
+        store
+            .put(scope, stored, record, self.clock.now_micros())
+            .await
     }
 
     /// A dead letter for `record`, with an `error` reply when someone waits

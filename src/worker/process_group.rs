@@ -69,6 +69,30 @@ impl ProcessGroup {
         })
     }
 
+    /// Asks every process of the group to stop (SIGTERM); the watcher
+    /// ignores it and stays until the group is dropped.
+    pub(super) fn terminate(&self) {
+        self.signal(libc::SIGTERM);
+    }
+
+    /// Sends `signal` to the whole group.
+    #[allow(unsafe_code, reason = "std cannot signal a process group")]
+    fn signal(&self, signal: libc::c_int) {
+        // SAFETY: kill(2) takes plain integers and touches no memory of
+        // ours. The negative id names the group the watcher leads; the
+        // watcher is not reaped before the group is dropped, so the id is
+        // still ours.
+        let sent = unsafe { libc::kill(-self.id, signal) };
+        if sent != 0 {
+            let error = io::Error::last_os_error();
+            // ESRCH: the group is gone already (someone killed the watcher
+            // and everything else ended).
+            if error.raw_os_error() != Some(libc::ESRCH) {
+                tracing::warn!(%error, group = self.id, signal, "cannot signal the processes of a handler");
+            }
+        }
+    }
+
     /// Makes `command` start in this group.
     pub(super) fn adopt<'c>(&self, command: &'c mut Command) -> &'c mut Command {
         command.process_group(self.id)
@@ -76,19 +100,7 @@ impl ProcessGroup {
 }
 
 impl Drop for ProcessGroup {
-    #[allow(unsafe_code, reason = "std cannot signal a process group")]
     fn drop(&mut self) {
-        // SAFETY: kill(2) takes plain integers and touches no memory of
-        // ours. The negative id names the group the watcher leads; the
-        // watcher is not reaped before this, so the id is still ours.
-        let killed = unsafe { libc::kill(-self.id, libc::SIGKILL) };
-        if killed != 0 {
-            let error = io::Error::last_os_error();
-            // ESRCH: the group is gone already (someone killed the watcher
-            // and everything else ended).
-            if error.raw_os_error() != Some(libc::ESRCH) {
-                tracing::warn!(%error, group = self.id, "cannot stop the processes of a handler");
-            }
-        }
+        self.signal(libc::SIGKILL);
     }
 }

@@ -88,6 +88,57 @@ async fn a_running_handler_is_stopped_and_its_command_answered_cancelled() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_that_heeds_the_cancel_ends_by_itself() {
+    on_every_fabric("cancel-heeded", |fabric| async move {
+        let (started, heeded) = (
+            Arc::new(AtomicU32::new(0)),
+            Arc::new(AtomicBool::new(false)),
+        );
+        let (starts, heeds) = (started.clone(), heeded.clone());
+        let mut config = support::fabric::quick_config(fabric.dir.path().join("state"));
+        // Far longer than the test waits: the handler must end by itself.
+        config.cancel_grace = Duration::from_secs(3600);
+        let worker = agdx::worker::Worker::new(fabric.producer("careful"), config).handle(
+            "think",
+            handler_fn(move |request| {
+                let (starts, heeds) = (starts.clone(), heeds.clone());
+                async move {
+                    starts.fetch_add(1, Ordering::SeqCst);
+                    tokio::select! {
+                        () = tokio::time::sleep(Duration::from_secs(600)) => {}
+                        () = request.cancelled() => {
+                            heeds.store(request.is_cancelled(), Ordering::SeqCst);
+                        }
+                    }
+                    Ok(HandlerReply::raw(b"stopped early".to_vec()))
+                }
+            }),
+        );
+        let running = Running::start(worker);
+        let requester = fabric.requester("asker");
+        let mut watch = requester
+            .send(CommandRequest::new("think", b"hard".to_vec()).to(agent_id("careful")))
+            .await
+            .expect("send");
+        eventually("the handler to start", || async {
+            (started.load(Ordering::SeqCst) == 1).then_some(())
+        })
+        .await;
+        watch.cancel().await.expect("cancel");
+        let (states, error) = cancelled_answer(&mut watch).await;
+        assert_eq!(
+            error.code,
+            ErrorCode::Cancelled,
+            "whatever the handler returned"
+        );
+        assert!(states.contains(&TaskState::Canceled), "{states:?}");
+        assert!(heeded.load(Ordering::SeqCst), "the handler was told");
+        running.stop().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_command_cancelled_before_it_starts_is_not_run_and_its_key_remembers() {
     on_every_fabric("cancel-early", |fabric| async move {
         let runs = Arc::new(AtomicU32::new(0));

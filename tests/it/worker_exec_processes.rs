@@ -4,6 +4,11 @@
 //! the shutdown grace, even when the command ignores SIGTERM and SIGINT.
 //! A command stopped that way stays uncommitted: the next worker handles it.
 //!
+//! A cancelled command gets SIGTERM, then SIGKILL after the cancel grace,
+//! and is answered `cancelled`; a worker killed between a cancel and its
+//! answer leaves the answer to the next worker, which does not run the
+//! command again.
+//!
 //! The command records its shell's process id and that of a `sleep` it
 //! starts, so the test can look for both in /proc. On the embedded log: the
 //! process handling is the same on every backend.
@@ -13,8 +18,8 @@ use crate::support;
 use std::path::Path;
 use std::process::Stdio;
 
-use agdx::wire::DeadLetterReason;
-use agdx::{CommandRequest, ReplyEvent, ReplyWatch, Requester};
+use agdx::wire::{DeadLetterReason, ErrorCode, Kind, TaskState};
+use agdx::{AskError, CommandRequest, ReplyEvent, ReplyWatch, Requester};
 use support::eventually;
 use support::fabric::{ANSWER, Fabric, agent_id, embedded_fabric, lines_of, terminate};
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -196,9 +201,15 @@ struct Stubborn {
 
 impl Stubborn {
     async fn start(test: &str, args: &[&str]) -> Stubborn {
+        Self::start_with(test, stubborn_command, args).await
+    }
+
+    /// As [`Stubborn::start`], with the command `command` makes of the
+    /// file its process ids go to.
+    async fn start_with(test: &str, command: fn(&Path) -> String, args: &[&str]) -> Stubborn {
         let fabric = embedded_fabric(test).await;
         let pids = fabric.dir.path().join("pids");
-        let command = stubborn_command(&pids);
+        let command = command(&pids);
         let mut all = vec!["--exec", &command];
         all.extend_from_slice(args);
         let worker = WorkerProcess::start(&fabric, &all);
@@ -281,4 +292,117 @@ async fn the_shutdown_grace_stops_a_handler_that_ignores_the_signal() {
     let stubborn = Stubborn::start("exec-grace", &["--shutdown-grace", "1s"]).await;
     signal(stubborn.worker.pid(), "TERM");
     stubborn.abandoned_by_the_worker("the shutdown grace").await;
+}
+
+/// A command that, on SIGTERM, notes it in `term` beside `pids` and exits.
+fn heeding_command(pids: &Path) -> String {
+    let (pids, term) = (pids.display(), pids.with_file_name("term"));
+    let term = term.display();
+    format!(
+        "echo $$ >> '{pids}'; trap 'echo term >> \"{term}\"; exit 0' TERM; sleep 3600 & echo $! >> '{pids}'; wait"
+    )
+}
+
+/// A command that, on SIGTERM, notes it in `term` beside `pids` and then
+/// sleeps on: it is stopped only by SIGKILL.
+fn lingering_command(pids: &Path) -> String {
+    let (pids, term) = (pids.display(), pids.with_file_name("term"));
+    let term = term.display();
+    format!(
+        "echo $$ >> '{pids}'; trap 'echo term >> \"{term}\"; sleep 3600' TERM; sleep 3600 & echo $! >> '{pids}'; wait"
+    )
+}
+
+/// The task states `watch` reports up to its terminal event, which must be
+/// an `error` `cancelled`.
+async fn answered_cancelled(watch: &mut ReplyWatch) -> Vec<TaskState> {
+    let mut states = Vec::new();
+    loop {
+        match watch.next(ANSWER).await {
+            Ok(ReplyEvent::Status(status)) => states.extend(status.envelope.task_state),
+            Ok(ReplyEvent::Error(error)) | Err(AskError::Remote(error)) => {
+                assert_eq!(error.code, ErrorCode::Cancelled, "{error:?}");
+                return states;
+            }
+            other => panic!("expected the cancelled answer, got {other:?}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_command_gets_sigterm_and_is_answered_cancelled() {
+    let mut stubborn = Stubborn::start_with(
+        "exec-cancel-term",
+        heeding_command,
+        &["--cancel-grace", "1h"],
+    )
+    .await;
+    stubborn.watch.cancel().await.expect("cancel the command");
+    let states = answered_cancelled(&mut stubborn.watch).await;
+    assert!(states.contains(&TaskState::Canceled), "{states:?}");
+    // Answered long before the hour of grace: the command heeded SIGTERM.
+    assert_eq!(lines_of(&stubborn.fabric.dir.path().join("term")), ["term"]);
+    all_gone(&stubborn.processes, "the cancel").await;
+    terminate(&mut stubborn.worker.child).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_command_that_ignores_sigterm_is_killed_after_the_grace() {
+    let mut stubborn = Stubborn::start("exec-cancel-kill", &["--cancel-grace", "1s"]).await;
+    stubborn.watch.cancel().await.expect("cancel the command");
+    answered_cancelled(&mut stubborn.watch).await;
+    all_gone(&stubborn.processes, "the cancel grace").await;
+    terminate(&mut stubborn.worker.child).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_killed_between_a_cancel_and_its_answer_leaves_the_answer_to_the_next() {
+    let mut stubborn = Stubborn::start_with(
+        "exec-cancel-crash",
+        lingering_command,
+        &["--cancel-grace", "1h"],
+    )
+    .await;
+    stubborn.watch.cancel().await.expect("cancel the command");
+    // The command got SIGTERM: the worker saw the cancel and waits out the
+    // grace, its answer not yet published. Killed now.
+    let term = stubborn.fabric.dir.path().join("term");
+    eventually("the command to get SIGTERM", || async {
+        (!lines_of(&term).is_empty()).then_some(())
+    })
+    .await;
+    signal(stubborn.worker.pid(), "KILL");
+    stubborn.worker.child.wait().await.expect("reap the worker");
+    all_gone(&stubborn.processes, "the worker was killed").await;
+
+    // The next worker finds the command uncommitted and its cancel behind
+    // it: it answers `cancelled` without running the command again.
+    let ran = stubborn.fabric.dir.path().join("ran");
+    let command = format!("echo ran >> '{}'; cat", ran.display());
+    let mut next = WorkerProcess::start(&stubborn.fabric, &["--exec", &command]);
+    answered_cancelled(&mut stubborn.watch).await;
+    let partition = stubborn.watch.sent().partition;
+    let commands = &stubborn.fabric.topology.commands;
+    eventually("the cancelled command to be committed", || async {
+        let committed = stubborn
+            .fabric
+            .log
+            .committed_offset(commands, AGENT, partition)
+            .await
+            .expect("read the committed offset");
+        committed.is_some().then_some(())
+    })
+    .await;
+    assert!(lines_of(&ran).is_empty(), "the cancelled command ran again");
+    // One answer: the killed worker published none.
+    let correlation = stubborn.watch.sent().correlation;
+    let errors = stubborn
+        .fabric
+        .responses()
+        .await
+        .into_iter()
+        .filter(|e| e.kind == Kind::Error && e.correlation == correlation)
+        .count();
+    assert_eq!(errors, 1, "the command was answered once");
+    terminate(&mut next.child).await;
 }
