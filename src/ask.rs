@@ -263,6 +263,7 @@ pub struct Requester {
     waiters: Arc<Waiters>,
     readers: Arc<Readers>,
     fences: Arc<Fences>,
+    cancel_on_give_up: bool,
 }
 
 impl Drop for Requester {
@@ -292,7 +293,18 @@ impl Requester {
             unverified: Arc::default(),
             waiters: Arc::new(DashMap::new()),
             readers: Arc::new(Mutex::new(HashMap::new())),
+            cancel_on_give_up: true,
         }
+    }
+
+    /// Whether an [`ask`](Requester::ask) that gives up (its timeout
+    /// passed, or its future was dropped: a caller that went away) cancels
+    /// its command, so that its handler stops instead of answering nobody.
+    /// On by default; off, the command runs on and its answer lands on the
+    /// log for whoever reads it later.
+    pub fn cancel_on_give_up(mut self, cancel: bool) -> Self {
+        self.cancel_on_give_up = cancel;
+        self
     }
 
     /// Uses `clock` for stream abandonment deadlines.
@@ -400,6 +412,14 @@ impl Requester {
             .map(|t| t.to_string())
             .unwrap_or_default();
         let mut watch = self.send(request).await?;
+        // Dropped before the answer came (the caller went away): the
+        // command is cancelled in the background.
+        let mut give_up = GiveUp {
+            producer: self.producer.clone(),
+            command: self
+                .cancel_on_give_up
+                .then(|| (watch.sent.clone(), watch.target.clone())),
+        };
         let sent_at = Instant::now();
         let mut deadline = instant_after(timeout);
         let mut body = Vec::new();
@@ -408,11 +428,16 @@ impl Requester {
                 Err(error) => {
                     if matches!(error, AskError::Timeout { .. }) {
                         crate::metrics::ask_timeout(&target);
+                        give_up.now().await;
                     }
+                    give_up.command = None;
                     return Err(self.explain(error).await);
                 }
                 Ok(event) => event,
             };
+            if event.is_terminal() {
+                give_up.command = None;
+            }
             if event.is_terminal() {
                 crate::metrics::reply_time(&target, sent_at.elapsed());
             }
@@ -577,6 +602,49 @@ async fn read_replies(
 /// Whether an ask waits for replies on `partition`.
 fn waits_on(waiters: &Waiters, partition: u32) -> bool {
     waiters.iter().any(|waiter| waiter.partition == partition)
+}
+
+/// The command of an ask that is cancelled should the ask give up.
+struct GiveUp {
+    producer: Producer,
+    /// The command and its target, until the ask has its answer (or is
+    /// told not to cancel).
+    command: Option<(Sent, Option<AgentId>)>,
+}
+
+impl GiveUp {
+    /// Cancels the command now, once.
+    async fn now(&mut self) {
+        if let Some((sent, target)) = self.command.take() {
+            cancel_quietly(&self.producer, &sent, target.as_ref()).await;
+        }
+    }
+}
+
+impl Drop for GiveUp {
+    fn drop(&mut self) {
+        let Some((sent, target)) = self.command.take() else {
+            return;
+        };
+        // Outside a runtime (dropped while one shuts down) nothing can be
+        // sent; the command then runs to its end.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let producer = self.producer.clone();
+            runtime.spawn(async move { cancel_quietly(&producer, &sent, target.as_ref()).await });
+        }
+    }
+}
+
+/// Cancels `sent`; a failure is logged (the ask has already given up).
+async fn cancel_quietly(producer: &Producer, sent: &Sent, target: Option<&AgentId>) {
+    match producer.cancel(sent, target).await {
+        Ok(_) => {
+            tracing::debug!(correlation = ?sent.correlation, "cancelled the command of an ask that gave up")
+        }
+        Err(error) => {
+            tracing::warn!(%error, correlation = ?sent.correlation, "could not cancel the command of an ask that gave up; it runs to its end")
+        }
+    }
 }
 
 struct WaiterGuard {

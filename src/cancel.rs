@@ -116,3 +116,54 @@ pub(crate) async fn cancel_requested(
         }
     }
 }
+
+/// A command of a conversation that has no answer yet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenCommand {
+    /// Where the command is, as [`crate::Producer::cancel`] takes it.
+    pub sent: crate::Sent,
+    /// Who sent it: only that sender's cancel counts.
+    pub source: AgentId,
+    /// The agent it was sent to.
+    pub target: Option<AgentId>,
+    /// The operation it asks for.
+    pub operation: Option<String>,
+}
+
+/// The commands among `records` (one conversation's, as a
+/// [`Replay`](crate::replay::Replay) reads them) that neither have a
+/// terminal answer (a `response`, an `error`, the last chunk of a stream)
+/// nor a cancel from their sender: those a cancel can still stop.
+pub fn open_commands(records: &[crate::replay::ReplayRecord]) -> Vec<OpenCommand> {
+    let envelopes: Vec<_> = records
+        .iter()
+        .filter_map(|record| record.envelope().map(|e| (record, e)))
+        .collect();
+    let closed = |correlation: CorrelationId, sender: &AgentId| {
+        envelopes.iter().any(|(_, e)| {
+            e.correlation == Some(correlation)
+                && (matches!(e.kind, Kind::Response | Kind::Error)
+                    || (e.kind == Kind::Chunk && e.last)
+                    || is_cancel_of(e, correlation, sender))
+        })
+    };
+    envelopes
+        .iter()
+        .filter(|(_, e)| e.kind == Kind::Command)
+        .filter_map(|(record, e)| {
+            let correlation = e.correlation?;
+            (!closed(correlation, &e.source)).then(|| OpenCommand {
+                sent: crate::Sent {
+                    record: e.record,
+                    conversation: e.conversation,
+                    correlation: Some(correlation),
+                    topic: record.topic.clone(),
+                    partition: record.position.partition,
+                },
+                source: e.source.clone(),
+                target: e.target.clone(),
+                operation: e.operation.clone(),
+            })
+        })
+        .collect()
+}

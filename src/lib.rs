@@ -79,6 +79,7 @@ pub use blob::{
     BlobError, BlobSpec, BlobSpecError, BlobStore, DirBlobStore, LogBlobRef, LogBlobStore,
     MAX_BLOB_CHUNK_BYTES, MAX_BLOB_CHUNKS,
 };
+pub use cancel::{LOOKAHEAD_AFTER, OpenCommand, is_cancel_of, open_commands};
 pub use claim_check::{
     ClaimCheck, ClaimCheckError, DEFAULT_CLAIM_CHECK_THRESHOLD, META_REF_CONTENT_TYPE,
 };

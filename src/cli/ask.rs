@@ -9,7 +9,9 @@ use agdx::cards::{WorkerSeen, worker_seen};
 use agdx::wire::StatusOperation;
 use agdx::{AskError, ReplyEvent, ReplyWatch, Requester, StreamEnd, system_clock};
 
-use super::context::{EXIT_REMOTE_ERROR, EXIT_TIMEOUT, Failure, Global, parse_duration};
+use super::context::{
+    EXIT_INTERRUPTED, EXIT_REMOTE_ERROR, EXIT_TIMEOUT, Failure, Global, parse_duration, terminated,
+};
 use super::send::{CommandArgs, produce_failure};
 
 /// Sends a command and waits for the reply.
@@ -18,7 +20,9 @@ use super::send::{CommandArgs, produce_failure};
 /// printed chunk by chunk as it arrives. An error reply prints
 /// `error <code>: <message>` on stderr and exits 3, as does an agent that is
 /// quarantined (`error quarantined: ...`, nothing sent; needs --keys); no
-/// reply in time exits 4.
+/// reply in time exits 4. An ask that gives up (no reply in time, Ctrl-C)
+/// cancels its command, so its handler stops; --no-cancel leaves it
+/// running.
 #[derive(Debug, Args)]
 #[command(mut_arg("to", |a| a.required(true)), mut_arg("operation", |a| a.required(true)))]
 pub struct AskArgs {
@@ -35,6 +39,11 @@ pub struct AskArgs {
     /// registry (--keys); others are ignored, and their count is printed on stderr.
     #[arg(long)]
     pub verify: bool,
+
+    /// Leave the command running when the ask gives up (timeout, Ctrl-C);
+    /// by default it is cancelled, so its handler stops.
+    #[arg(long)]
+    pub no_cancel: bool,
 }
 
 pub async fn run(global: &Global, args: AskArgs) -> Result<(), Failure> {
@@ -85,8 +94,22 @@ pub async fn run(global: &Global, args: AskArgs) -> Result<(), Failure> {
     })?;
     let printed = match sent {
         Ok(mut watch) => {
-            let printed =
-                print_replies(global, &requester, &mut watch, deadline, args.timeout).await;
+            let printed = tokio::select! {
+                printed = print_replies(global, &requester, &mut watch, deadline, args.timeout) => printed,
+                () = terminated() => Err(Failure::with_code("interrupted before the answer came", EXIT_INTERRUPTED)),
+            };
+            let gave_up =
+                matches!(&printed, Err(f) if f.code == EXIT_TIMEOUT || f.code == EXIT_INTERRUPTED);
+            if gave_up && !args.no_cancel {
+                match watch.cancel().await {
+                    Ok(_) => eprintln!(
+                        "agdx: cancelled the command, so its handler stops (--no-cancel leaves it running)"
+                    ),
+                    Err(error) => eprintln!(
+                        "agdx: could not cancel the command ({error}); it runs to its end"
+                    ),
+                }
+            }
             if watch.unverified() > 0 {
                 eprintln!(
                     "agdx: ignored {} repl{} that did not verify (unsigned, forged, or not signed by the agent asked)",

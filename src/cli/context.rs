@@ -32,6 +32,10 @@ pub const EXIT_TIMEOUT: u8 = 4;
 /// open because it lost records it acknowledged.
 pub const EXIT_DAMAGED: u8 = 5;
 
+/// Stopped by SIGINT (Ctrl-C) or SIGTERM, as a shell reports a process
+/// that SIGINT ended.
+pub const EXIT_INTERRUPTED: u8 = 130;
+
 /// A failure to report on stderr, with the exit status to end with.
 #[derive(Debug)]
 pub struct Failure {

@@ -11,6 +11,7 @@ mod agents;
 mod ask;
 mod bench;
 mod bridge;
+mod cancel;
 mod check;
 pub mod context;
 mod demo;
@@ -99,6 +100,8 @@ pub enum Command {
     Ask(ask::AskArgs),
     /// Publish commands without waiting for replies.
     Send(send::SendArgs),
+    /// Cancel a command that has no answer yet, or every such command of a conversation.
+    Cancel(cancel::CancelArgs),
     /// Run a worker that answers an agent's commands.
     Worker(worker::WorkerArgs),
     /// Print records as JSON lines (all agent topics, or one; optionally one conversation; --follow to keep going).
@@ -177,6 +180,7 @@ pub fn run(cli: Cli, log_given: bool) -> ExitCode {
         Command::Demo(args) => block_on(demo::run(&global, args)),
         Command::Ask(args) => block_on(ask::run(&global, args)),
         Command::Send(args) => block_on(send::run(&global, args)),
+        Command::Cancel(args) => block_on(cancel::run(&global, args)),
         Command::Worker(args) => block_on(worker::run(&global, args)),
         Command::Tail(args) => block_on(tail::run(&global, args)),
         Command::Agents(args) => block_on(agents::run(&global, args)),

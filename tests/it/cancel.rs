@@ -212,3 +212,253 @@ async fn a_command_cancelled_before_it_starts_is_not_run_and_its_key_remembers()
     })
     .await;
 }
+
+/// A pool for `agent` whose handler sleeps for ten minutes, counting its
+/// starts and its stops (its future dropped); and the pool's stats.
+fn sleeper(
+    fabric: &support::fabric::Fabric,
+    agent: &str,
+) -> (
+    agdx::worker::Worker,
+    Arc<AtomicU32>,
+    Arc<AtomicBool>,
+    Arc<agdx::worker::WorkerStats>,
+) {
+    let (started, stopped) = (
+        Arc::new(AtomicU32::new(0)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let (starts, stops) = (started.clone(), stopped.clone());
+    let mut config =
+        support::fabric::quick_config(fabric.dir.path().join(format!("state-{agent}")));
+    config.cancel_grace = Duration::from_millis(100);
+    let worker = agdx::worker::Worker::new(fabric.producer(agent), config).handle(
+        "think",
+        handler_fn(move |_| {
+            let (starts, stops) = (starts.clone(), stops.clone());
+            async move {
+                let _dropped = Dropped(stops);
+                starts.fetch_add(1, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_secs(600)).await;
+                Ok(HandlerReply::raw(b"too late".to_vec()))
+            }
+        }),
+    );
+    let stats = worker.stats();
+    (worker, started, stopped, stats)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ask_that_times_out_or_is_dropped_cancels_its_command() {
+    on_every_fabric("cancel-give-up", |fabric| async move {
+        let (worker, started, stopped, stats) = sleeper(&fabric, "slow");
+        let running = Running::start(worker);
+        let requester = fabric.requester("asker");
+        let think = || CommandRequest::new("think", b"hard".to_vec()).to(agent_id("slow"));
+
+        let timed_out = requester.ask(think(), Duration::from_secs(2)).await;
+        assert!(
+            matches!(timed_out, Err(AskError::Timeout { .. })),
+            "{timed_out:?}"
+        );
+        eventually("the timed-out command to be cancelled", || async {
+            (stats.cancelled.load(Ordering::Relaxed) == 1).then_some(())
+        })
+        .await;
+        assert_eq!(started.load(Ordering::SeqCst), 1);
+        assert!(stopped.load(Ordering::SeqCst), "the handler was stopped");
+
+        // A caller that goes away drops the ask's future.
+        let dropped =
+            tokio::time::timeout(Duration::from_secs(2), requester.ask(think(), ANSWER)).await;
+        assert!(dropped.is_err(), "the ask was still waiting: {dropped:?}");
+        eventually("the dropped ask's command to be cancelled", || async {
+            (stats.cancelled.load(Ordering::Relaxed) == 2).then_some(())
+        })
+        .await;
+        assert_eq!(stats.handled.load(Ordering::Relaxed), 0);
+        running.stop().await;
+    })
+    .await;
+}
+
+/// The `key=value` fields of a line `agdx send` or `agdx cancel` printed.
+fn fields(line: &str) -> std::collections::HashMap<String, String> {
+    line.split_whitespace()
+        .filter_map(|field| field.split_once('='))
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agdx_cancel_stops_a_command_by_record_or_by_conversation() {
+    let fabric = support::fabric::embedded_fabric("cancel-cli").await;
+    let (worker, started, _stopped, stats) = sleeper(&fabric, "slow");
+    let running = Running::start(worker);
+    let send = |conversation: Option<String>| {
+        let mut command = fabric.agdx();
+        command.args(["send", "--to", "slow", "--operation", "think", "hard"]);
+        if let Some(conversation) = conversation {
+            command.args(["--conversation", &conversation]);
+        }
+        async move {
+            let out = command.output().await.expect("run agdx send");
+            assert!(out.status.success(), "{out:?}");
+            fields(&String::from_utf8_lossy(&out.stdout))
+        }
+    };
+    let first = send(None).await;
+    eventually("the handler to start", || async {
+        (started.load(Ordering::SeqCst) == 1).then_some(())
+    })
+    .await;
+
+    // By record alone: the commands topic is searched for it.
+    let out = fabric
+        .agdx()
+        .args(["cancel", &first["record"]])
+        .output()
+        .await
+        .expect("run agdx cancel");
+    assert!(out.status.success(), "{out:?}");
+    let cancelled = fields(&String::from_utf8_lossy(&out.stdout));
+    assert_eq!(cancelled["record"], first["record"]);
+    assert_eq!(cancelled["by"], "cli", "as the command's own sender");
+    eventually("the command to be answered cancelled", || async {
+        (stats.cancelled.load(Ordering::Relaxed) == 1).then_some(())
+    })
+    .await;
+    let error = fabric
+        .responses()
+        .await
+        .into_iter()
+        .find(|e| e.kind == agdx::wire::Kind::Error)
+        .expect("an error reply");
+    assert_eq!(
+        agdx::wire::ErrorBody::decode(&error.body).map(|b| b.code),
+        Ok(ErrorCode::Cancelled)
+    );
+
+    // Answered: a second cancel says so and fails.
+    let again = fabric
+        .agdx()
+        .args(["cancel", &first["record"]])
+        .output()
+        .await
+        .expect("run agdx cancel");
+    assert_eq!(again.status.code(), Some(1), "{again:?}");
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains("answered or cancelled already"),
+        "{again:?}"
+    );
+
+    // By conversation: every command of it without an answer.
+    let conversation = first["conversation"].clone();
+    send(Some(conversation.clone())).await;
+    send(Some(conversation.clone())).await;
+    let out = fabric
+        .agdx()
+        .args(["cancel", "--conversation", &conversation])
+        .output()
+        .await
+        .expect("run agdx cancel");
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).lines().count(),
+        2,
+        "{out:?}"
+    );
+    eventually("both commands to be answered cancelled", || async {
+        (stats.cancelled.load(Ordering::Relaxed) == 3).then_some(())
+    })
+    .await;
+    assert_eq!(stats.handled.load(Ordering::Relaxed), 0);
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agdx_ask_cancels_its_command_on_timeout_and_ctrl_c_unless_told_not_to() {
+    let fabric = support::fabric::embedded_fabric("cancel-cli-ask").await;
+    let (worker, started, _stopped, stats) = sleeper(&fabric, "slow");
+    let running = Running::start(worker);
+    let ask = |extra: &'static [&'static str]| {
+        let mut command = fabric.agdx();
+        command.args([
+            "ask",
+            "--to",
+            "slow",
+            "--operation",
+            "think",
+            "--timeout",
+            "3s",
+        ]);
+        command.args(extra).arg("hard");
+        async move { command.output().await.expect("run agdx ask") }
+    };
+    let out = ask(&[]).await;
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("cancelled the command"),
+        "{out:?}"
+    );
+    eventually("the command to be cancelled", || async {
+        (stats.cancelled.load(Ordering::Relaxed) == 1).then_some(())
+    })
+    .await;
+
+    // Ctrl-C: the ask exits 130 and cancels its command.
+    let mut interrupted = fabric
+        .agdx()
+        .args([
+            "ask",
+            "--to",
+            "slow",
+            "--operation",
+            "think",
+            "--timeout",
+            "1m",
+            "hard",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start agdx ask");
+    eventually("the second handler to start", || async {
+        (started.load(Ordering::SeqCst) == 2).then_some(())
+    })
+    .await;
+    let pid = interrupted.id().expect("a running ask");
+    let sent = std::process::Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status()
+        .expect("run kill");
+    assert!(sent.success());
+    let out = tokio::time::timeout(ANSWER, interrupted.wait_with_output())
+        .await
+        .expect("the interrupted ask exits")
+        .expect("wait for agdx ask");
+    assert_eq!(out.status.code(), Some(130), "{out:?}");
+    eventually("the interrupted ask's command to be cancelled", || async {
+        (stats.cancelled.load(Ordering::Relaxed) == 2).then_some(())
+    })
+    .await;
+
+    let out = ask(&["--no-cancel"]).await;
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("cancelled the command"),
+        "{out:?}"
+    );
+    // Its handler runs on: no cancel is on the log for it.
+    assert_eq!(started.load(Ordering::SeqCst), 3);
+    let cancels = fabric
+        .records(&fabric.topology.commands)
+        .await
+        .iter()
+        .filter_map(|r| agdx::envelope_of(r).ok())
+        .filter(|e| e.kind == agdx::wire::Kind::Status)
+        .count();
+    assert_eq!(cancels, 2, "the ask with --no-cancel cancelled nothing");
+    // The handler still sleeps; the test's runtime ends it.
+    drop(running);
+}
