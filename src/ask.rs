@@ -43,6 +43,7 @@ use std::time::Duration;
 
 use agdx_wire::{
     AgentEnvelope, AgentId, ChannelId, ContentType, CorrelationId, ErrorBody, LogPosition,
+    TokenUsage,
 };
 use dashmap::DashMap;
 use tokio::sync::{Mutex, mpsc};
@@ -197,6 +198,8 @@ pub enum Answer {
         body: Vec<u8>,
         /// Why the writer ended the stream (`stop`, `length`, ...), when it said.
         finish_reason: Option<String>,
+        /// The tokens the writer reported spending, when it did.
+        usage: Option<TokenUsage>,
         /// Chunks applied, and duplicate or late records dropped.
         counters: StreamCounters,
     },
@@ -448,11 +451,15 @@ impl Requester {
                 ReplyEvent::Error(error) => return Err(AskError::Remote(error)),
                 ReplyEvent::Chunk { body: chunk, .. } => body.extend_from_slice(&chunk),
                 ReplyEvent::StreamRestarted { .. } => body.clear(),
-                ReplyEvent::StreamEnd(StreamEnd::Finished { finish_reason, .. }) => {
+                ReplyEvent::StreamEnd(StreamEnd::Finished {
+                    finish_reason,
+                    usage,
+                }) => {
                     let counters = watch.stream_counters().unwrap_or_default();
                     return Ok(Answer::Streamed {
                         body,
                         finish_reason,
+                        usage,
                         counters,
                     });
                 }

@@ -89,7 +89,8 @@ pub use fence::{CLAIM_PARTITION, FENCE_HEADER, FenceError, Fences, fence_of, fen
 pub use idempotency::{KeyClaim, KeyRetention, KeyScope, ProcessedKeys, StoreError};
 pub use ids::{new_channel_id, new_conversation_id, new_correlation_id, new_record_id};
 pub use producer::{
-    ChunkWriter, CommandRequest, Outgoing, PreparedBatch, ProduceError, Producer, ReplyTo, Sent,
+    ChunkWriter, CommandRequest, Outgoing, PreparedBatch, ProduceError, Producer, ReplyFields,
+    ReplyTo, Sent,
 };
 pub use reassembly::{StreamAssembler, StreamCounters, StreamEnd, StreamEvent};
 pub use record::{RecordError, content_type_of, envelope_of};

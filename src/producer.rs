@@ -40,10 +40,12 @@ use crate::topology::{CommandRouting, Topology};
 use crate::trust::{META_REASON, QuarantineWatch, Quarantined, Signer};
 
 mod chunks;
+mod fields;
 mod prepared;
 mod request;
 
 pub use chunks::ChunkWriter;
+pub use fields::ReplyFields;
 pub use prepared::PreparedBatch;
 pub(crate) use prepared::{ByPartition, Prepared, appends};
 pub use request::{CommandRequest, ReplyTo};
@@ -379,6 +381,18 @@ impl Producer {
         body: Vec<u8>,
         content_type: ContentType,
     ) -> Outgoing {
+        self.response_envelope_with(to, body, content_type, ReplyFields::default())
+    }
+
+    /// The `response` envelope answering `to` with `body` and `fields`
+    /// (not sent).
+    pub fn response_envelope_with(
+        &self,
+        to: &ReplyTo,
+        body: Vec<u8>,
+        content_type: ContentType,
+        fields: ReplyFields,
+    ) -> Outgoing {
         let mut envelope = AgentEnvelope::response(
             new_record_id(),
             to.conversation,
@@ -389,7 +403,7 @@ impl Producer {
         if let Some(key) = &to.idempotency_key {
             envelope = envelope.with_idempotency_key(key.clone());
         }
-        Outgoing::new(to.address(envelope), content_type)
+        Outgoing::new(to.address(fields.apply(envelope)), content_type)
     }
 
     /// The `error` envelope answering `to` (not sent).

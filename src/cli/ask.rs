@@ -6,7 +6,7 @@ use std::time::Duration;
 use clap::Args;
 
 use agdx::cards::{WorkerSeen, worker_seen};
-use agdx::wire::StatusOperation;
+use agdx::wire::{StatusOperation, TokenUsage};
 use agdx::{AskError, ReplyEvent, ReplyWatch, Requester, StreamEnd, system_clock};
 
 use super::context::{
@@ -153,6 +153,7 @@ async fn print_replies(
             ReplyEvent::Response(reply) => {
                 stdout.write_all(&reply.body)?;
                 finish_line(&mut stdout, &reply.body)?;
+                print_usage(reply.envelope.usage.as_ref());
                 return Ok(());
             }
             ReplyEvent::Error(error) => return Err(ask_failure(global, AskError::Remote(error))),
@@ -167,8 +168,10 @@ async fn print_replies(
                 stdout.write_all(&body)?;
                 stdout.flush()?;
             }
-            ReplyEvent::StreamEnd(StreamEnd::Finished { .. }) => {
+            ReplyEvent::StreamEnd(StreamEnd::Finished { usage, .. }) => {
                 writeln!(stdout)?;
+                stdout.flush()?;
+                print_usage(usage.as_ref());
                 return Ok(());
             }
             ReplyEvent::StreamEnd(StreamEnd::Failed(error)) => {
@@ -181,6 +184,24 @@ async fn print_replies(
             }
         }
     }
+}
+
+/// Says on stderr what the answer cost, when the agent reported it.
+fn print_usage(usage: Option<&TokenUsage>) {
+    let Some(usage) = usage else {
+        return;
+    };
+    let mut line = format!(
+        "usage: {} tokens in, {} out",
+        usage.input_tokens, usage.output_tokens
+    );
+    if let Some(reasoning) = usage.reasoning_output_tokens {
+        line.push_str(&format!(" ({reasoning} reasoning)"));
+    }
+    if let Some(cached) = usage.cache_read_input_tokens {
+        line.push_str(&format!(", {cached} read from cache"));
+    }
+    eprintln!("{line}");
 }
 
 /// Ends the output with a newline unless the body already did.

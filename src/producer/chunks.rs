@@ -156,6 +156,22 @@ impl ChunkWriter {
         self.push(last, self.content_type, true).await
     }
 
+    /// Ends the stream with a last chunk carrying `body` (may be empty) and
+    /// `fields` (finish reason, usage, tool, metadata; a chunk carries no
+    /// task state), and appends everything held back.
+    pub async fn finish_with(
+        mut self,
+        body: Vec<u8>,
+        fields: super::ReplyFields,
+    ) -> Result<(), ProduceError> {
+        let usage = fields.usage;
+        let reason = fields.finish_reason.clone();
+        let last = self.chunk(body, Some((reason.as_deref(), usage)))?;
+        let last = fields.apply(last);
+        last.validate()?;
+        self.push(last, self.content_type, true).await
+    }
+
     /// Ends the stream with an `error` carrying the channel.
     pub async fn fail(mut self, error: &ErrorBody) -> Result<(), ProduceError> {
         let envelope = AgentEnvelope::error(

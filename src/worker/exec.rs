@@ -132,10 +132,7 @@ impl Handler for ExecHandler {
                 "`{}` exited 0 but printed nothing; a response needs a body, so print the answer on stdout",
                 self.command
             ))),
-            Some(0) => Ok(HandlerReply::Body {
-                body: output.stdout,
-                content_type: ContentType::Raw,
-            }),
+            Some(0) => Ok(HandlerReply::body(output.stdout, ContentType::Raw)),
             Some(EXIT_RETRYABLE) => Err(HandlerError::retryable(if stderr.is_empty() {
                 format!(
                     "`{}` exited {EXIT_RETRYABLE} (try again later)",

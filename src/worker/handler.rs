@@ -10,7 +10,7 @@ use agdx_wire::{
 use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
-use crate::producer::{ChunkWriter, Outgoing, ProduceError, Producer, ReplyTo};
+use crate::producer::{ChunkWriter, Outgoing, ProduceError, Producer, ReplyFields, ReplyTo};
 
 /// One command (or event) handed to a handler.
 #[derive(Clone)]
@@ -129,27 +129,51 @@ pub enum HandlerReply {
         body: Vec<u8>,
         /// The body's codec.
         content_type: ContentType,
+        /// What the response carries beside its body (usage, finish
+        /// reason, tool, task state, metadata).
+        fields: ReplyFields,
     },
-    /// The handler answered with a chunk stream it finished itself.
+    /// The handler answered with a chunk stream it finished itself (its
+    /// final chunk carries the stream's fields: [`ChunkWriter::finish_with`]).
     Streamed,
     /// No reply (the only sensible answer to an event).
     Nothing,
 }
 
 impl HandlerReply {
-    /// A raw-bytes response.
-    pub fn raw(body: impl Into<Vec<u8>>) -> Self {
+    /// A response with `body` in codec `content_type`.
+    pub fn body(body: impl Into<Vec<u8>>, content_type: ContentType) -> Self {
         HandlerReply::Body {
             body: body.into(),
-            content_type: ContentType::Raw,
+            content_type,
+            fields: ReplyFields::default(),
         }
+    }
+    /// A raw-bytes response.
+    pub fn raw(body: impl Into<Vec<u8>>) -> Self {
+        Self::body(body, ContentType::Raw)
     }
     /// A JSON response.
     pub fn json(body: impl Into<Vec<u8>>) -> Self {
-        HandlerReply::Body {
-            body: body.into(),
-            content_type: ContentType::Json,
+        Self::body(body, ContentType::Json)
+    }
+
+    /// The response with `fields` set on it: what a model call cost, why
+    /// it ended, the tool involved, where the task stands, metadata. No
+    /// effect on a stream (its final chunk carries them) or on no reply.
+    ///
+    /// ```
+    /// use agdx::ReplyFields;
+    /// use agdx::wire::TokenUsage;
+    /// use agdx::worker::HandlerReply;
+    /// let reply = HandlerReply::raw("Paris")
+    ///     .with(ReplyFields::default().finish_reason("stop").usage(TokenUsage::new(40, 2)));
+    /// ```
+    pub fn with(mut self, added: ReplyFields) -> Self {
+        if let HandlerReply::Body { fields, .. } = &mut self {
+            *fields = added;
         }
+        self
     }
 }
 
@@ -225,10 +249,7 @@ pub struct EchoHandler;
 #[async_trait]
 impl Handler for EchoHandler {
     async fn handle(&self, request: Request) -> Result<HandlerReply, HandlerError> {
-        Ok(HandlerReply::Body {
-            body: request.body,
-            content_type: request.content_type,
-        })
+        Ok(HandlerReply::body(request.body, request.content_type))
     }
 }
 

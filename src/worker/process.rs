@@ -419,8 +419,17 @@ impl Processor {
                 // 9. the reply (published by the pool, which then commits: step 10)
                 let mut replies = Vec::new();
                 match (reply, &reply_to) {
-                    (HandlerReply::Body { body, content_type }, Some(to)) => {
-                        let response = self.producer.response_envelope(to, body, content_type);
+                    (
+                        HandlerReply::Body {
+                            body,
+                            content_type,
+                            fields,
+                        },
+                        Some(to),
+                    ) => {
+                        let response =
+                            self.producer
+                                .response_envelope_with(to, body, content_type, fields);
                         // An invalid reply would be refused at publish time, again
                         // and again; answer with an error instead.
                         if let Err(invalid) = response.envelope.validate() {

@@ -407,7 +407,7 @@ async fn agdx_ask_cancels_its_command_on_timeout_and_ctrl_c_unless_told_not_to()
     .await;
 
     // Ctrl-C: the ask exits 130 and cancels its command.
-    let mut interrupted = fabric
+    let interrupted = fabric
         .agdx()
         .args([
             "ask",

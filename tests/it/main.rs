@@ -64,6 +64,7 @@ mod prepared_batches;
 mod quarantine;
 mod replay_busy_log;
 mod replay_timeline;
+mod reply_fields;
 mod retention;
 mod signed_commands;
 mod signing_vectors;
