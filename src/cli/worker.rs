@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 use agdx::trust::{Grant, Grants, Signer};
 use agdx::wire::AgentId;
-use agdx::worker::{EchoHandler, ExecHandler, Handler, Worker, WorkerConfig};
+use agdx::worker::{EchoHandler, ExecHandler, ExecOutput, Handler, Worker, WorkerConfig};
 use agdx::{KeyRetention, Producer, RetryPolicy};
 
 use super::context::{Failure, Global, parse_agent, parse_duration, terminated};
@@ -36,10 +36,19 @@ pub struct WorkerArgs {
     pub concurrency: usize,
 
     /// Run CMD with `sh -c` per command: body on stdin; AGDX_OPERATION, AGDX_CONVERSATION,
-    /// AGDX_CORRELATION, AGDX_RECORD, AGDX_SOURCE, AGDX_ATTEMPT, AGDX_IDEMPOTENCY_KEY, AGDX_BRIDGE_HOPS in the environment.
+    /// AGDX_CORRELATION, AGDX_RECORD, AGDX_SOURCE, AGDX_ATTEMPT, AGDX_DEADLINE, AGDX_IDEMPOTENCY_KEY,
+    /// AGDX_BRIDGE_HOPS and AGDX_REPORT (a file for JSON-line reports: progress, finish_reason,
+    /// usage, tool, task_state, metadata) in the environment.
     /// Exit 0 answers with stdout; exit 75 is retried; any other exit is an error reply with stderr.
     #[arg(long, value_name = "CMD")]
     pub exec: Option<String>,
+
+    /// Answer --exec commands with a chunk stream as stdout is written: each
+    /// line (`lines`) or each read (`bytes`) a chunk; the stream ends when
+    /// the command exits (with an error on a non-zero exit). (`--stream`
+    /// names the log's stream.)
+    #[arg(long, value_enum, value_name = "HOW", requires = "exec")]
+    pub stream_output: Option<StreamOutput>,
 
     /// Answer every command with its own body.
     #[arg(long)]
@@ -138,6 +147,15 @@ pub struct WorkerArgs {
     pub signing: SigningArgs,
 }
 
+/// The values of `--stream-output`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum StreamOutput {
+    /// Each line of stdout a chunk.
+    Lines,
+    /// Each read of stdout a chunk.
+    Bytes,
+}
+
 pub async fn run(global: &Global, args: WorkerArgs) -> Result<(), Failure> {
     let signer = args.signing.signer()?;
     speaker(global, Some(&args.agent), signer.as_ref(), "")?;
@@ -209,7 +227,13 @@ pub async fn run(global: &Global, args: WorkerArgs) -> Result<(), Failure> {
     };
     let mut worker = Worker::new(producer, config);
     let handler: std::sync::Arc<dyn Handler> = match &args.exec {
-        Some(command) => std::sync::Arc::new(ExecHandler::new(command)),
+        Some(command) => {
+            std::sync::Arc::new(ExecHandler::new(command).output(match args.stream_output {
+                None => ExecOutput::Response,
+                Some(StreamOutput::Lines) => ExecOutput::Lines,
+                Some(StreamOutput::Bytes) => ExecOutput::Bytes,
+            }))
+        }
         None => std::sync::Arc::new(EchoHandler),
     };
     if args.operations.is_empty() {

@@ -112,6 +112,20 @@ impl Request {
         self.cancel.is_cancelled()
     }
 
+    /// Tells the requester the command is still being worked on (a
+    /// `status` `progress` carrying `body`, JSON), which also starts its
+    /// wait over. No-op for an event.
+    pub async fn progress(&self, body: Vec<u8>) -> Result<(), ProduceError> {
+        match &self.reply_to {
+            Some(to) => self
+                .producer
+                .progress(to, body, ContentType::Json)
+                .await
+                .map(|_| ()),
+            None => Ok(()),
+        }
+    }
+
     /// The stream chunks this handler call published so far.
     pub(crate) fn streamed(&self) -> Vec<Outgoing> {
         crate::log::lock(&self.recorder).clone()

@@ -56,6 +56,7 @@ use crate::trust::{Grants, Pause, Verifier};
 mod admission;
 mod context;
 mod exec;
+mod exec_report;
 mod flush;
 mod handler;
 mod heartbeat;
@@ -67,7 +68,8 @@ mod tasks;
 
 use admission::Handlers;
 use context::PartitionContext;
-pub use exec::{EXIT_RETRYABLE, ExecHandler};
+pub use exec::{EXIT_RETRYABLE, ExecHandler, ExecOutput};
+pub use exec_report::ReportError;
 pub use handler::{
     EchoHandler, FnHandler, Handler, HandlerError, HandlerReply, Request, handler_fn,
 };

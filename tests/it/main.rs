@@ -74,6 +74,7 @@ mod wire_cli;
 mod worker_crash;
 mod worker_damaged_record;
 mod worker_exec_processes;
+mod worker_exec_stream;
 mod worker_failover;
 mod worker_failures;
 mod worker_metrics;
