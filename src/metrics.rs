@@ -10,6 +10,8 @@
 //! | `agdx_worker_retries_total` | counter | `agent` |
 //! | `agdx_worker_handler_seconds` | histogram | `agent`, `operation`: a registered operation, or [`OTHER_OPERATION`] for every command a fallback handler took |
 //! | `agdx_worker_commit_lag` | gauge | `agent`, `partition`, `topic` (`agent.commands` or the agent's inbox): records on the log after the group's committed offset |
+//! | `agdx_worker_tokens_total` | counter | `agent`, `operation`, `direction` (`input`, `output`): the `usage` of every response and final chunk a pool published |
+//! | `agdx_worker_cost` | gauge (a running sum) | `agent`, `operation`: the [`COST_KEY`] metadata of those replies, when they name one |
 //! | `agdx_ask_reply_seconds` | histogram | `target`: send to first terminal reply |
 //! | `agdx_ask_timeouts_total` | counter | `target` |
 
@@ -23,6 +25,13 @@ pub const WORKER_RETRIES: &str = "agdx_worker_retries_total";
 pub const WORKER_HANDLER_SECONDS: &str = "agdx_worker_handler_seconds";
 /// Records after the committed offset, per partition.
 pub const WORKER_COMMIT_LAG: &str = "agdx_worker_commit_lag";
+/// Tokens replies reported spending, by direction.
+pub const WORKER_TOKENS: &str = "agdx_worker_tokens_total";
+/// What replies reported costing (the [`COST_KEY`] metadata), summed.
+pub const WORKER_COST: &str = "agdx_worker_cost";
+/// The metadata key a reply names its cost with (a number, in whatever
+/// unit the deployment counts in).
+pub const COST_KEY: &str = "cost";
 /// Send to first terminal reply.
 pub const ASK_REPLY_SECONDS: &str = "agdx_ask_reply_seconds";
 /// Asks that timed out.
@@ -80,6 +89,46 @@ pub(crate) fn handler_time(agent: &str, operation: &str, took: Duration) {
         "operation" => operation.to_owned()
     )
     .record(took.as_secs_f64());
+}
+
+/// Counts the usage and cost `reply` reports, when it is a response or a
+/// stream's final chunk that names them.
+pub(crate) fn reply_usage(agent: &str, operation: &str, reply: &agdx_wire::AgentEnvelope) {
+    let answers = reply.kind == agdx_wire::Kind::Response
+        || (reply.kind == agdx_wire::Kind::Chunk && reply.last);
+    if !answers {
+        return;
+    }
+    if let Some(usage) = &reply.usage {
+        for (direction, tokens) in [
+            ("input", usage.input_tokens),
+            ("output", usage.output_tokens),
+        ] {
+            metrics::counter!(WORKER_TOKENS, "agent" => agent.to_owned(), "operation" => operation.to_owned(), "direction" => direction)
+                .increment(tokens);
+        }
+    }
+    let cost = reply
+        .metadata
+        .as_ref()
+        .and_then(|m| m.get(COST_KEY))
+        .and_then(scalar_number);
+    if let Some(cost) = cost {
+        metrics::gauge!(WORKER_COST, "agent" => agent.to_owned(), "operation" => operation.to_owned())
+            .increment(cost);
+    }
+}
+
+/// A metadata value as a number, when it is one.
+fn scalar_number(value: &agdx_wire::Scalar) -> Option<f64> {
+    match value {
+        agdx_wire::Scalar::Float(f) => Some(f.value()),
+        agdx_wire::Scalar::Int(n) => n
+            .as_u64()
+            .map(|n| n as f64)
+            .or_else(|| n.as_i64().map(|n| n as f64)),
+        _ => None,
+    }
 }
 
 pub(crate) fn commit_lag(agent: &str, topic: &str, partition: u32, lag: u64) {

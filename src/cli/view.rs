@@ -232,11 +232,16 @@ impl Timeline {
         match &record.item {
             ReplayItem::Envelope(e) => {
                 let body = preview(e, record.content_type);
-                if body.is_empty() {
+                let mut detail = if body.is_empty() {
                     route(e)
                 } else {
                     format!("{}  {body}", route(e))
+                };
+                if let Some(usage) = &e.usage {
+                    detail.push_str("  ");
+                    detail.push_str(&usage_note(usage));
                 }
+                detail
             }
             ReplayItem::DeadLetter { capsule, original } => {
                 let of = match original {
@@ -305,14 +310,26 @@ impl Timeline {
     }
 }
 
+/// What a turn reported spending.
+fn usage_note(usage: &agdx::wire::TokenUsage) -> String {
+    format!(
+        "usage {} in / {} out",
+        usage.input_tokens, usage.output_tokens
+    )
+}
+
 /// How a stream ended, with the reader's own conclusions marked as such.
 fn describe_end(end: &StreamEnd) -> String {
     match end {
-        StreamEnd::Finished { finish_reason, .. } => {
-            format!(
-                "finished ({})",
-                finish_reason.as_deref().unwrap_or("no reason")
-            )
+        StreamEnd::Finished {
+            finish_reason,
+            usage,
+        } => {
+            let reason = finish_reason.as_deref().unwrap_or("no reason");
+            match usage {
+                Some(usage) => format!("finished ({reason}, {})", usage_note(usage)),
+                None => format!("finished ({reason})"),
+            }
         }
         StreamEnd::Failed(error) => format!(
             "failed: {}: {}",

@@ -462,6 +462,13 @@ impl Processor {
                 // log by another process (chunks carry no key); only
                 // `response` replies can.
                 self.remember(scope, &streamed, &replies, record).await?;
+                for reply in streamed.iter().chain(&replies) {
+                    crate::metrics::reply_usage(
+                        self.agent.as_str(),
+                        &operation_label,
+                        &reply.envelope,
+                    );
+                }
                 Ok(Outcome {
                     disposition: Disposition::Handled,
                     replies,

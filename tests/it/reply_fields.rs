@@ -139,5 +139,25 @@ async fn agdx_ask_prints_the_usage_of_a_response_and_of_a_stream() {
             "{operation}: {out:?}"
         );
     }
+    // `agdx timeline` shows what each turn spent: the response's and the
+    // stream's.
+    let mut conversations: Vec<_> = fabric
+        .responses()
+        .await
+        .into_iter()
+        .map(|e| e.conversation)
+        .collect();
+    conversations.dedup();
+    assert_eq!(conversations.len(), 2);
+    for conversation in conversations {
+        let out = fabric
+            .agdx()
+            .args(["timeline", &conversation.to_string()])
+            .output()
+            .await
+            .expect("run agdx timeline");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("usage 812 in / 64 out"), "{text}");
+    }
     running.stop().await;
 }

@@ -31,7 +31,7 @@ async fn a_worker_serves_its_metrics_in_prometheus_text() {
             "--agent",
             "tool",
             "--exec",
-            "cat",
+            "cat; echo '{\"usage\": {\"input_tokens\": 12, \"output_tokens\": 5}, \"metadata\": {\"cost\": 0.25}}' >> \"$AGDX_REPORT\"",
             "--operation",
             "copy",
             "--metrics",
@@ -84,6 +84,17 @@ async fn a_worker_serves_its_metrics_in_prometheus_text() {
         );
         assert!(
             text.contains("agdx_worker_commit_lag{agent=\"tool\",partition=\""),
+            "{text}"
+        );
+        // What the reply reported spending, by agent and operation.
+        for (direction, tokens) in [("input", 12), ("output", 5)] {
+            let series = format!(
+                "agdx_worker_tokens_total{{agent=\"tool\",operation=\"copy\",direction=\"{direction}\"}} {tokens}"
+            );
+            assert!(text.contains(&series), "{series} in {text}");
+        }
+        assert!(
+            text.contains("agdx_worker_cost{agent=\"tool\",operation=\"copy\"} 0.25"),
             "{text}"
         );
         terminate(&mut worker).await;
