@@ -64,6 +64,7 @@ pub mod replay;
 mod retry;
 pub mod routing;
 mod sqlite;
+mod task_states;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod topology;
@@ -96,6 +97,7 @@ pub use reassembly::{StreamAssembler, StreamCounters, StreamEnd, StreamEvent};
 pub use record::{RecordError, content_type_of, envelope_of};
 pub use retry::RetryPolicy;
 pub use routing::conversation_for_key;
+pub use task_states::{TASK_STATES_KEY, task_states_requested};
 pub use topology::{
     CommandRouting, DEFAULT_PARTITIONS, DEFAULT_STREAM, INBOX_GROUP_SUFFIX, Inboxes, Retentions,
     TopicNames, Topology, TopologyConfig, inbox_topic_name,

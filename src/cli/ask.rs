@@ -40,6 +40,12 @@ pub struct AskArgs {
     #[arg(long)]
     pub verify: bool,
 
+    /// Ask the worker for the task's states as it goes (submitted, working,
+    /// then completed, failed or canceled) and print them, and its progress
+    /// reports, on stderr as they come.
+    #[arg(long)]
+    pub follow: bool,
+
     /// Leave the command running when the ask gives up (timeout, Ctrl-C);
     /// by default it is cancelled, so its handler stops.
     #[arg(long)]
@@ -47,7 +53,10 @@ pub struct AskArgs {
 }
 
 pub async fn run(global: &Global, args: AskArgs) -> Result<(), Failure> {
-    let request = args.command.request()?;
+    let mut request = args.command.request()?;
+    if args.follow {
+        request = request.task_states();
+    }
     // --timeout bounds the whole ask: connecting, sending and the wait.
     let deadline = tokio::time::Instant::now() + args.timeout;
     let global = &Global {
@@ -95,7 +104,7 @@ pub async fn run(global: &Global, args: AskArgs) -> Result<(), Failure> {
     let printed = match sent {
         Ok(mut watch) => {
             let printed = tokio::select! {
-                printed = print_replies(global, &requester, &mut watch, deadline, args.timeout) => printed,
+                printed = print_replies(global, &requester, &mut watch, (deadline, args.timeout), args.follow) => printed,
                 () = terminated() => Err(Failure::with_code("interrupted before the answer came", EXIT_INTERRUPTED)),
             };
             let gave_up =
@@ -131,8 +140,8 @@ async fn print_replies(
     global: &Global,
     requester: &Requester,
     watch: &mut ReplyWatch,
-    mut deadline: tokio::time::Instant,
-    timeout: Duration,
+    (mut deadline, timeout): (tokio::time::Instant, Duration),
+    follow: bool,
 ) -> Result<(), Failure> {
     let sent_at = tokio::time::Instant::now();
     let mut stdout = std::io::stdout().lock();
@@ -145,9 +154,23 @@ async fn print_replies(
             ReplyEvent::Status(status) => {
                 // A sign of life: the wait starts over.
                 deadline = tokio::time::Instant::now() + timeout;
-                if status.envelope.operation.as_deref() == Some(StatusOperation::Progress.as_str())
-                {
-                    eprintln!("… still working ({} s)", sent_at.elapsed().as_secs());
+                let progress = status.envelope.operation.as_deref()
+                    == Some(StatusOperation::Progress.as_str());
+                match (status.envelope.task_state, follow) {
+                    (Some(state), true) => eprintln!(
+                        "… task {} ({:.1} s)",
+                        state.name(),
+                        sent_at.elapsed().as_secs_f64()
+                    ),
+                    _ if progress && follow && !status.body.is_empty() => eprintln!(
+                        "… {} ({} s)",
+                        String::from_utf8_lossy(&status.body),
+                        sent_at.elapsed().as_secs()
+                    ),
+                    _ if progress => {
+                        eprintln!("… still working ({} s)", sent_at.elapsed().as_secs())
+                    }
+                    _ => {}
                 }
             }
             ReplyEvent::Response(reply) => {

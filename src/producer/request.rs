@@ -102,6 +102,16 @@ impl CommandRequest {
         self.metadata = Some(metadata);
         self
     }
+    /// Asks the worker for task states as the command goes (`submitted`,
+    /// `working`, then `completed`, `failed` or `canceled`; see
+    /// [`TASK_STATES_KEY`](crate::TASK_STATES_KEY)). Off by default.
+    pub fn task_states(mut self) -> Self {
+        self.metadata = Some(crate::task_states::asking_for_task_states(
+            self.metadata.take(),
+        ));
+        self
+    }
+
     /// Requires the receiver to implement these feature bits; one that does
     /// not dead-letters the command and answers `unsupported`.
     pub fn must_understand(mut self, bits: u64) -> Self {
@@ -134,6 +144,9 @@ pub struct ReplyTo {
     /// The fence token of the partition holder answering (`agdx.fence` on
     /// every reply); `None` outside a worker pool.
     pub fence: Option<u64>,
+    /// Whether the command asked for task states
+    /// ([`TASK_STATES_KEY`](crate::TASK_STATES_KEY)).
+    pub task_states: bool,
 }
 
 impl ReplyTo {
@@ -148,6 +161,7 @@ impl ReplyTo {
             target: command.source.clone(),
             idempotency_key: command.idempotency_key.clone(),
             fence: None,
+            task_states: crate::task_states::task_states_requested(command),
         })
     }
 

@@ -313,6 +313,10 @@ impl Processor {
             }
         }
         // 8. run the handler, retrying retryable failures
+        if let Some(to) = reply_to.as_ref().filter(|to| to.task_states) {
+            self.publish_states(to, &[TaskState::Submitted, TaskState::Working])
+                .await;
+        }
         let operation_label = self.handlers.metric_label(envelope.operation.as_deref());
         let recorder = Arc::new(Mutex::new(Vec::new()));
         let cancel = CancellationToken::new();
@@ -456,6 +460,12 @@ impl Processor {
                     }
                     _ => {}
                 }
+                if let Some(to) = reply_to.as_ref().filter(|to| to.task_states) {
+                    replies.insert(
+                        0,
+                        self.producer.status_task_envelope(to, TaskState::Completed),
+                    );
+                }
                 // The effect happened: record the key before anything else, so
                 // a crash from here on re-publishes instead of re-running. A
                 // reply stream is stored here but cannot be rebuilt from the
@@ -508,6 +518,19 @@ impl Processor {
         })
     }
 
+    /// Publishes `states` of the task answering `to`, in one append; a
+    /// failure is logged (task states are advice; the answer still goes).
+    async fn publish_states(&self, to: &ReplyTo, states: &[TaskState]) {
+        let statuses = states
+            .iter()
+            .map(|state| self.producer.status_task_envelope(to, *state))
+            .collect();
+        let responses = &self.producer.topology().responses;
+        if let Err(error) = self.producer.publish(responses, statuses).await {
+            tracing::warn!(%error, "could not publish the task's states; the command goes on");
+        }
+    }
+
     /// Records the outcome of `record`'s idempotency key, when it has one
     /// and the pool keeps processed keys: the chunks streamed, then the
     /// replies, published again should the key arrive again.
@@ -550,7 +573,10 @@ impl Processor {
                         outgoing.envelope =
                             outgoing.envelope.with_stream_terminal(channel, sequence);
                     }
-                    vec![outgoing]
+                    let state = to
+                        .task_states
+                        .then(|| self.producer.status_task_envelope(&to, TaskState::Failed));
+                    state.into_iter().chain([outgoing]).collect()
                 },
             )
             .unwrap_or_default();

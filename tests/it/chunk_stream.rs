@@ -30,6 +30,7 @@ async fn open_watch(requester: &agdx::Requester) -> (ReplyWatch, ReplyTo) {
         target: agent_id("reader"),
         idempotency_key: None,
         fence: None,
+        task_states: false,
     };
     (watch, to)
 }

@@ -71,6 +71,7 @@ async fn a_slow_reply_partition_holds_up_only_the_keyed_commands_that_need_it() 
                     target: agent_id("shop"),
                     idempotency_key: Some(IdempotencyKey::new("old").expect("a key")),
                     fence: None,
+                    task_states: false,
                 },
                 b"history".to_vec(),
                 agdx::wire::ContentType::Raw,

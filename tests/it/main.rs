@@ -68,6 +68,7 @@ mod reply_fields;
 mod retention;
 mod signed_commands;
 mod signing_vectors;
+mod task_states;
 mod trust_cli;
 mod trust_files;
 mod wire_cli;
