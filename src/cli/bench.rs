@@ -12,6 +12,7 @@ use super::context::{Failure, Global};
 mod ask;
 mod ax_ipc;
 mod bridge_axon;
+mod cancel;
 mod error;
 mod log;
 mod pipeline;
@@ -23,6 +24,7 @@ mod topology;
 use ask::{AskBenchOptions, run_ask_bench};
 use ax_ipc::{AxIpcBenchOptions, run_ax_ipc_bench};
 use bridge_axon::{BridgeAxonBenchOptions, run_bridge_axon_bench};
+use cancel::{CancelBenchOptions, run_cancel_bench};
 use error::BenchError;
 use log::{LogBenchOptions, run_log_bench};
 use pipeline::{PipelineBenchOptions, run_pipeline_bench};
@@ -81,6 +83,24 @@ pub enum BenchCommand {
     /// each, then next starts taking turns, and the ratio of their medians,
     /// long/empty.
     Startup(StartupArgs),
+    /// How long after an ask gives up its handler is told to stop (an ask
+    /// times out, then cancels as a giving-up ask does), against an echo
+    /// round trip measured in the same run; then asks with task states
+    /// taking turns with asks without, and the ratio of their percentiles.
+    Cancel(CancelArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CancelArgs {
+    /// Asks that time out and cancel their command.
+    #[arg(long, default_value_t = 100)]
+    pub cancels: u64,
+    /// How long each of them waits before it gives up.
+    #[arg(long, value_name = "DURATION", default_value = "400ms", value_parser = humantime::parse_duration)]
+    pub timeout: std::time::Duration,
+    /// Asks of each kind, with task states and without.
+    #[arg(long, default_value_t = 300)]
+    pub asks: u64,
 }
 
 #[derive(Debug, Args)]
@@ -292,6 +312,14 @@ pub async fn run(global: &Global, command: BenchCommand) -> Result<(), Failure> 
                 "{}",
                 run_startup_bench(global.open().await?, options).await?
             );
+        }
+        BenchCommand::Cancel(args) => {
+            let options = CancelBenchOptions {
+                cancels: args.cancels,
+                timeout: args.timeout,
+                asks: args.asks,
+            };
+            println!("{}", run_cancel_bench(global.open().await?, options).await?);
         }
         BenchCommand::Pipeline(args) => {
             let options = PipelineBenchOptions {

@@ -31,6 +31,13 @@ use super::admission::{Admission, Decision, Dispatch, Handlers};
 use super::handler::{HandlerReply, Request};
 use super::invoke::run_with_retries;
 
+/// The task states a command that asked for them gets as its handler starts.
+const STARTED: [TaskState; 2] = [TaskState::Submitted, TaskState::Working];
+
+/// How long a handler runs before the task states of its start go out on
+/// their own; a quicker one's go out with its answer.
+const STATES_AFTER: Duration = Duration::from_millis(50);
+
 /// What became of one record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Disposition {
@@ -313,10 +320,6 @@ impl Processor {
             }
         }
         // 8. run the handler, retrying retryable failures
-        if let Some(to) = reply_to.as_ref().filter(|to| to.task_states) {
-            self.publish_states(to, &[TaskState::Submitted, TaskState::Working])
-                .await;
-        }
         let operation_label = self.handlers.metric_label(envelope.operation.as_deref());
         let recorder = Arc::new(Mutex::new(Vec::new()));
         let cancel = CancellationToken::new();
@@ -358,6 +361,7 @@ impl Processor {
                 None => std::future::pending().await,
             }
         };
+        let mut states_pending = reply_to.as_ref().is_some_and(|to| to.task_states);
         let result = {
             let run = run_with_retries(
                 handler.as_ref(),
@@ -367,30 +371,79 @@ impl Processor {
                 (self.agent.as_str(), &operation_label),
             );
             tokio::pin!(run);
+            let stale = self.fences.stale_after(fence, self.fence_check_every);
+            tokio::pin!(stale, cancelled);
+            // Task states go out once the handler has run a moment; a quick
+            // one's go out with its answer, in the same append.
+            let states_due = tokio::time::sleep(STATES_AFTER);
+            tokio::pin!(states_due);
             // A holder fenced while its handler runs stops it (an `--exec`
             // command's processes are killed): its outcome could not be
             // published anyway, and the new holder runs the command.
-            tokio::select! {
-                result = &mut run => result,
-                () = self.fences.stale_after(fence, self.fence_check_every) => {
-                    tracing::warn!(fence, "a newer holder claimed the partition while the handler ran; stopping the handler");
-                    return Err(ProcessError::Fenced);
-                }
-                to = cancelled => {
-                    // The handler is told, and given the grace to end what
-                    // it started (a stream, a child process) before it is
-                    // stopped; either way the answer is `cancelled`.
-                    tracing::info!("the command was cancelled while its handler ran; telling the handler to stop");
-                    cancel.cancel();
-                    if tokio::time::timeout(self.cancel_grace, &mut run).await.is_err() {
-                        tracing::info!(grace = ?self.cancel_grace, "the cancelled handler did not stop within its grace; stopping it");
+            loop {
+                tokio::select! {
+                    result = &mut run => break result,
+                    () = &mut states_due, if states_pending => {
+                        states_pending = false;
+                        if let Some(to) = &reply_to {
+                            self.publish_states(to, &STARTED).await;
+                        }
                     }
-                    let streamed = crate::log::lock(&recorder).clone();
-                    return self.cancelled(record, scope, to, &streamed).await;
+                    () = &mut stale => {
+                        tracing::warn!(fence, "a newer holder claimed the partition while the handler ran; stopping the handler");
+                        return Err(ProcessError::Fenced);
+                    }
+                    to = &mut cancelled => {
+                        // The handler is told, and given the grace to end what
+                        // it started (a stream, a child process) before it is
+                        // stopped; either way the answer is `cancelled`.
+                        tracing::info!("the command was cancelled while its handler ran; telling the handler to stop");
+                        cancel.cancel();
+                        if tokio::time::timeout(self.cancel_grace, &mut run).await.is_err() {
+                            tracing::info!(grace = ?self.cancel_grace, "the cancelled handler did not stop within its grace; stopping it");
+                        }
+                        let streamed = crate::log::lock(&recorder).clone();
+                        return self.cancelled(record, scope, to, &streamed).await;
+                    }
                 }
             }
         };
         let streamed = request.streamed();
+        let mut outcome = self
+            .outcome_of(
+                result,
+                record,
+                &request,
+                &streamed,
+                scope,
+                reply_to.clone(),
+                &operation_label,
+            )
+            .await?;
+        if let Some(to) = reply_to.as_ref().filter(|_| states_pending) {
+            let started = STARTED
+                .iter()
+                .map(|s| self.producer.status_task_envelope(to, *s));
+            outcome.replies.splice(0..0, started);
+        }
+        Ok(outcome)
+    }
+
+    /// What to publish for `record` once its handler returned `result`.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the parts of one record's handling"
+    )]
+    async fn outcome_of(
+        &self,
+        result: Result<HandlerReply, super::handler::HandlerError>,
+        record: &LogRecord,
+        request: &Request,
+        streamed: &[Outgoing],
+        scope: Option<KeyScope>,
+        reply_to: Option<ReplyTo>,
+        operation_label: &str,
+    ) -> Result<Outcome, ProcessError> {
         match result {
             Err(error) => {
                 let reason = if error.retryable {

@@ -6,15 +6,28 @@
 use agdx::wire::{Kind, TaskState};
 use agdx::worker::{HandlerError, HandlerReply, handler_fn};
 use agdx::{CommandRequest, ReplyEvent, ReplyWatch};
+use std::sync::Arc;
+use tokio::sync::Notify;
 
 use crate::support;
 use support::fabric::{ANSWER, Fabric, Running, agent_id, on_every_fabric};
 
-/// A pool for agent `tasks`: `work` answers, `break` fails.
-fn tasks(fabric: &Fabric) -> Running {
+/// A pool for agent `tasks`: `work` answers, `break` fails, `wait`
+/// answers once `go` is notified.
+fn tasks_waiting_for(fabric: &Fabric, go: Arc<Notify>) -> Running {
     Running::start(
         fabric
             .worker("tasks")
+            .handle(
+                "wait",
+                handler_fn(move |_| {
+                    let go = go.clone();
+                    async move {
+                        go.notified().await;
+                        Ok(HandlerReply::raw("waited"))
+                    }
+                }),
+            )
             .handle(
                 "work",
                 handler_fn(|_| async move { Ok(HandlerReply::raw("done")) }),
@@ -24,6 +37,10 @@ fn tasks(fabric: &Fabric) -> Running {
                 handler_fn(|_| async move { Err(HandlerError::fatal("it broke")) }),
             ),
     )
+}
+
+fn tasks(fabric: &Fabric) -> Running {
+    tasks_waiting_for(fabric, Arc::new(Notify::new()))
 }
 
 /// The task states `watch` reports, and whether its answer was a response.
@@ -74,6 +91,39 @@ async fn a_command_that_asks_gets_its_task_states_and_others_none() {
             .filter(|e| e.kind == Kind::Status && e.correlation == correlation)
             .count();
         assert_eq!(statuses, 0, "a plain ask gets no task states");
+        running.stop().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_still_running_is_reported_working() {
+    on_every_fabric("task-states-working", |fabric| async move {
+        let go = Arc::new(Notify::new());
+        let running = tasks_waiting_for(&fabric, go.clone());
+        let requester = fabric.requester("asker");
+        let mut watch = requester
+            .send(
+                CommandRequest::new("wait", b"x".to_vec())
+                    .to(agent_id("tasks"))
+                    .task_states(),
+            )
+            .await
+            .expect("send");
+        // The handler waits for `go`: these come while it runs.
+        let mut states = Vec::new();
+        while states.last() != Some(&TaskState::Working) {
+            match watch.next(ANSWER).await.expect("a reply") {
+                ReplyEvent::Status(status) => states.extend(status.envelope.task_state),
+                other => panic!("expected the task's states first, got {other:?}"),
+            }
+        }
+        assert_eq!(states, [TaskState::Submitted, TaskState::Working]);
+        go.notify_one();
+        assert_eq!(
+            states_and_answer(&mut watch).await,
+            (vec![TaskState::Completed], true)
+        );
         running.stop().await;
     })
     .await;
