@@ -149,10 +149,17 @@ pub async fn serve_socket(
 async fn connection(bridge: Arc<AxIpcBridge>, stream: UnixStream, heartbeat_every: Duration) {
     let (mut reader, mut writer) = stream.into_split();
     let (out, mut outgoing) = mpsc::unbounded_channel::<Vec<u8>>();
-    let writing = tokio::spawn(async move {
-        while let Some(frame) = outgoing.recv().await {
-            if writer.write_all(&frame).await.is_err() {
-                break;
+    // Set when the client is gone: a frame (an answer, a heartbeat) could
+    // not be written to it.
+    let gone = tokio_util::sync::CancellationToken::new();
+    let writing = tokio::spawn({
+        let gone = gone.clone();
+        async move {
+            while let Some(frame) = outgoing.recv().await {
+                if writer.write_all(&frame).await.is_err() {
+                    gone.cancel();
+                    break;
+                }
             }
         }
     });
@@ -187,8 +194,20 @@ async fn connection(bridge: Arc<AxIpcBridge>, stream: UnixStream, heartbeat_ever
             }
         }
     }
-    // The client sent all it will: answer what is in flight, then close.
-    while calls.join_next().await.is_some() {}
+    // The client sent all it will: answer what is in flight, then close;
+    // unless it is gone (it closed the connection, not just its sending
+    // side), when the calls in flight are dropped, which cancels their
+    // commands.
+    loop {
+        tokio::select! {
+            next = calls.join_next() => if next.is_none() { break },
+            () = gone.cancelled() => {
+                tracing::debug!(calls = calls.len(), "ax-ipc: the client went away; cancelling its calls");
+                calls.shutdown().await;
+                break;
+            }
+        }
+    }
     drop(out);
     let _ = writing.await;
 }

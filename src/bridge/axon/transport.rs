@@ -11,6 +11,7 @@
 //! | arrives | answer |
 //! | --- | --- |
 //! | over 64 KiB, not an envelope, reset before FIN, not read within 10 s | dropped: no reply, nothing else happens, the connection stays up |
+//! | a request whose reply stream the requester stops (or whose connection ends) before the reply | its command is cancelled |
 //! | unknown kind on a bidirectional stream | `error` `unhandled` naming the kind |
 //! | `request` failing validation (nil or non-v4 id, payload not an object) | `error` `invalid_envelope` |
 //! | `request` | handed to [`Inbound::request`], whose reply is sent |
@@ -382,7 +383,19 @@ impl Transport {
                     &format!("envelope validation failed: {error}"),
                     false,
                 )),
-                Ok(()) => Some(self.inbound.request(peer, message).await),
+                Ok(()) => {
+                    // A requester that resets the stream (or whose
+                    // connection ends) no longer waits: the request is
+                    // dropped, which cancels its command.
+                    let stopped = send.stopped();
+                    tokio::select! {
+                        reply = self.inbound.request(peer, message) => Some(reply),
+                        why = stopped => {
+                            tracing::debug!(%peer, ?why, "the AXON requester stopped waiting; cancelling its request");
+                            return;
+                        }
+                    }
+                }
             },
             Kind::Response | Kind::Message | Kind::Error => {
                 match message.validate() {
