@@ -1,0 +1,275 @@
+//! The fence claims and checks, against the in-memory log.
+use super::*;
+use crate::testing::MemoryLog;
+
+async fn fixture() -> (SharedLog, TopicInfo, TopicInfo) {
+    let log: SharedLog = Arc::new(MemoryLog::new());
+    let commands = log
+        .ensure_topic("agents", "agent.commands", 4)
+        .await
+        .expect("commands");
+    let snapshots = log
+        .ensure_topic("agents", "agent.snapshots", 4)
+        .await
+        .expect("snapshots");
+    (log, commands, snapshots)
+}
+
+#[tokio::test]
+async fn a_later_claim_of_the_same_partition_and_group_makes_the_earlier_stale() {
+    let (log, commands, snapshots) = fixture().await;
+    let old_holder = Fences::new(log.clone(), snapshots.clone());
+    let new_holder = Fences::new(log.clone(), snapshots.clone());
+    let reader = Fences::new(log.clone(), snapshots.clone());
+    let old = old_holder.claim(&commands, "pool", 2, "m1").await.unwrap();
+    // Other partitions and groups do not fence this holder.
+    let other_partition = new_holder.claim(&commands, "pool", 3, "m2").await.unwrap();
+    let other_group = new_holder.claim(&commands, "other", 2, "m2").await.unwrap();
+    assert!(old_holder.is_current(old).await.unwrap());
+    assert!(reader.is_current(old).await.unwrap());
+
+    let new = new_holder.claim(&commands, "pool", 2, "m2").await.unwrap();
+    assert!(new > old, "tokens grow: {old} then {new}");
+    assert!(old_holder.is_stale(old).await.unwrap());
+    assert!(reader.is_stale(old).await.unwrap());
+    assert!(reader.is_current(new).await.unwrap());
+    assert!(reader.is_current(other_partition).await.unwrap());
+    assert!(reader.is_current(other_group).await.unwrap());
+}
+
+/// Polls return nothing while `silent` is set, as a reader that just
+/// reconnected can.
+struct SilentPolls {
+    inner: SharedLog,
+    silent: std::sync::atomic::AtomicBool,
+}
+
+#[async_trait::async_trait]
+impl crate::log::LogDecorator for SilentPolls {
+    fn inner(&self) -> &dyn crate::log::Log {
+        self.inner.as_ref()
+    }
+
+    async fn poll(
+        &self,
+        topic: &TopicInfo,
+        partition: u32,
+        from: u64,
+        max: u32,
+        wait: Duration,
+    ) -> Result<Vec<LogRecord>, LogError> {
+        if self.silent.load(std::sync::atomic::Ordering::SeqCst) {
+            return Ok(Vec::new());
+        }
+        self.inner.poll(topic, partition, from, max, wait).await
+    }
+}
+
+#[tokio::test]
+async fn claims_a_poll_did_not_return_are_read_later_not_skipped() {
+    let (log, commands, snapshots) = fixture().await;
+    let quiet = Arc::new(SilentPolls {
+        inner: log.clone(),
+        silent: Default::default(),
+    });
+    let holder = Fences::new(quiet.clone(), snapshots.clone());
+    let old = holder.claim(&commands, "pool", 2, "m1").await.unwrap();
+    assert!(holder.is_current(old).await.unwrap());
+
+    let newer = Fences::new(log.clone(), snapshots.clone());
+    newer.claim(&commands, "pool", 2, "m2").await.unwrap();
+    quiet
+        .silent
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    assert!(
+        holder.is_stale(old).await.is_err(),
+        "claims that could not be read are no answer"
+    );
+    quiet
+        .silent
+        .store(false, std::sync::atomic::Ordering::SeqCst);
+    assert!(
+        holder.is_stale(old).await.unwrap(),
+        "the newer claim is read once polls return it"
+    );
+}
+
+#[tokio::test]
+async fn a_reader_asked_about_an_older_token_later_still_finds_it_stale() {
+    let (log, commands, snapshots) = fixture().await;
+    let holders = Fences::new(log.clone(), snapshots.clone());
+    let first = holders.claim(&commands, "pool", 0, "m1").await.unwrap();
+    let second = holders.claim(&commands, "pool", 1, "m1").await.unwrap();
+    let third = holders.claim(&commands, "pool", 0, "m2").await.unwrap();
+    let reader = Fences::new(log.clone(), snapshots.clone());
+    assert!(reader.is_current(second).await.unwrap());
+    // `first` lies before what the reader has read so far.
+    assert!(reader.is_stale(first).await.unwrap());
+    assert!(reader.is_current(third).await.unwrap());
+}
+
+#[tokio::test]
+async fn snapshots_and_unknown_tokens_are_not_claims() {
+    let (log, commands, snapshots) = fixture().await;
+    log.append(
+        &snapshots,
+        CLAIM_PARTITION,
+        vec![crate::testing::record(b"not a claim".to_vec())],
+    )
+    .await
+    .unwrap();
+    let fences = Fences::new(log.clone(), snapshots.clone());
+    // Offset 0 holds no claim: nothing to compare with.
+    assert!(fences.is_current(0).await.unwrap());
+    assert!(fences.is_current(1000).await.unwrap());
+    let token = fences.claim(&commands, "pool", 0, "m1").await.unwrap();
+    assert_eq!(token, 1);
+    assert!(fences.is_current(token).await.unwrap());
+}
+
+const SOON: Duration = Duration::from_millis(10);
+
+#[tokio::test]
+async fn a_holder_that_hands_over_before_the_next_claim_is_never_stale() {
+    let (log, commands, snapshots) = fixture().await;
+    let holder = Fences::new(log.clone(), snapshots.clone());
+    let newcomer = Fences::new(log.clone(), snapshots.clone());
+    let old = holder.claim(&commands, "pool", 1, "m1").await.unwrap();
+    // A request for another partition asks nothing of this holder.
+    newcomer.request(&commands, "pool", 2, "m2").await.unwrap();
+    assert_eq!(holder.standing(old).await.unwrap(), Standing::Current);
+
+    let request = newcomer.request(&commands, "pool", 1, "m2").await.unwrap();
+    assert_eq!(holder.standing(old).await.unwrap(), Standing::Asked);
+    assert!(!holder.is_stale(old).await.unwrap(), "asked is not stale");
+    holder.release(old, "m1").await.unwrap();
+    let waited = newcomer
+        .handover(request, Duration::from_secs(30), SOON)
+        .await;
+    assert_eq!(waited, Handover::Released);
+    let new = newcomer.claim(&commands, "pool", 1, "m2").await.unwrap();
+
+    // What the old holder wrote came before its release: readers keep it.
+    let reader = Fences::new(log.clone(), snapshots.clone());
+    assert!(!reader.is_stale(old).await.unwrap());
+    assert_eq!(reader.standing(new).await.unwrap(), Standing::Current);
+}
+
+#[tokio::test]
+async fn a_holder_that_never_hands_over_is_claimed_after_the_wait_and_stale() {
+    let (log, commands, snapshots) = fixture().await;
+    let holder = Fences::new(log.clone(), snapshots.clone());
+    let newcomer = Fences::new(log.clone(), snapshots.clone());
+    let old = holder.claim(&commands, "pool", 0, "m1").await.unwrap();
+    let request = newcomer.request(&commands, "pool", 0, "m2").await.unwrap();
+    let wait = Duration::from_millis(200);
+    let started = std::time::Instant::now();
+    assert_eq!(
+        newcomer.handover(request, wait, SOON).await,
+        Handover::TimedOut
+    );
+    assert!(started.elapsed() >= wait, "waited {:?}", started.elapsed());
+    let new = newcomer.claim(&commands, "pool", 0, "m2").await.unwrap();
+    assert_eq!(holder.standing(old).await.unwrap(), Standing::Stale);
+    // A release after the newer claim comes too late to count.
+    holder.release(old, "m1").await.unwrap();
+    assert!(holder.is_stale(old).await.unwrap());
+    assert!(newcomer.is_current(new).await.unwrap());
+}
+
+#[tokio::test]
+async fn a_new_process_finds_the_previous_holder_far_back_in_the_claims() {
+    let (log, commands, snapshots) = fixture().await;
+    let holder = Fences::new(log.clone(), snapshots.clone());
+    let old = holder.claim(&commands, "pool", 3, "m1").await.unwrap();
+    // More claims of other partitions than one read returns.
+    let others = (0..CLAIM_POLL + 20)
+        .map(|_| crate::testing::record(b"not a claim".to_vec()))
+        .collect();
+    log.append(&snapshots, CLAIM_PARTITION, others)
+        .await
+        .unwrap();
+    let newcomer = Fences::new(log.clone(), snapshots.clone());
+    let request = newcomer.request(&commands, "pool", 3, "m2").await.unwrap();
+    assert_eq!(
+        newcomer
+            .handover(request, Duration::from_millis(100), SOON)
+            .await,
+        Handover::TimedOut,
+        "the unreleased holder at offset {old} is found"
+    );
+    holder.release(old, "m1").await.unwrap();
+    let fresh = Fences::new(log.clone(), snapshots.clone());
+    let request = fresh.request(&commands, "pool", 3, "m3").await.unwrap();
+    assert_eq!(
+        fresh.handover(request, Duration::from_secs(30), SOON).await,
+        Handover::Released
+    );
+}
+
+#[tokio::test]
+async fn a_partition_nobody_held_is_claimed_without_waiting() {
+    let (log, commands, snapshots) = fixture().await;
+    let fences = Fences::new(log.clone(), snapshots.clone());
+    let request = fences.request(&commands, "pool", 0, "m1").await.unwrap();
+    assert_eq!(
+        fences
+            .handover(request, Duration::from_secs(30), SOON)
+            .await,
+        Handover::Released
+    );
+}
+
+#[test]
+fn a_claim_record_has_no_kind_so_it_reads_as_before_handovers() {
+    let record = ClaimRecord {
+        agdx_claim: CLAIM_MARK,
+        kind: Kind::Claim,
+        claimed: Claimed {
+            stream: "s".into(),
+            topic: "t".into(),
+            group: "g".into(),
+            partition: 0,
+        },
+        member: "m".into(),
+        nonce: "n".into(),
+        released: None,
+    };
+    let mut bytes = Vec::new();
+    ciborium::into_writer(&record, &mut bytes).unwrap();
+    let value: ciborium::Value = ciborium::from_reader(&bytes[..]).unwrap();
+    let keys: Vec<_> = value
+        .as_map()
+        .unwrap()
+        .iter()
+        .filter_map(|(k, _)| k.as_text().map(str::to_owned))
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "agdx_claim",
+            "stream",
+            "topic",
+            "group",
+            "partition",
+            "member",
+            "nonce"
+        ]
+    );
+}
+
+#[test]
+fn the_fence_rides_in_the_pinned_metadata_key() {
+    let envelope = agdx_wire::AgentEnvelope::command(
+        agdx_wire::RecordId::from_u128(1),
+        agdx_wire::ConversationId::from_u128(2),
+        agdx_wire::AgentId::new("a").unwrap(),
+        agdx_wire::CorrelationId::from_u128(3),
+        Some("op"),
+        b"x".to_vec(),
+    );
+    assert_eq!(fence_of(&envelope), None);
+    let fenced = with_fence(envelope, 7);
+    assert_eq!(fence_of(&fenced), Some(7));
+    assert!(fenced.validate().is_ok());
+}
