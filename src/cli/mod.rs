@@ -26,6 +26,7 @@ mod send;
 mod signing;
 mod tail;
 mod timeline;
+mod turns;
 mod view;
 mod wire;
 mod worker;
@@ -110,6 +111,8 @@ pub enum Command {
     Agents(agents::AgentsArgs),
     /// One conversation's records in log order, for people (or --json).
     Timeline(timeline::TimelineArgs),
+    /// A conversation's turns for a prompt: last N, a token budget, roles, one record's branch (or --json).
+    Context(turns::ContextArgs),
     /// The causal graph around a record: ancestors, descendants or both (text, dot, mermaid).
     Graph(graph::GraphArgs),
     /// Verify the log end to end and name what is damaged (exit 5 when something is).
@@ -186,6 +189,7 @@ pub fn run(cli: Cli, log_given: bool) -> ExitCode {
         Command::Agents(args) => block_on(agents::run(&global, args)),
         Command::Timeline(args) => block_on(timeline::run(&global, args)),
         Command::Graph(args) => block_on(graph::run(&global, args)),
+        Command::Context(args) => block_on(turns::run(&global, args)),
         Command::Check(args) => block_on(check::run(&global, args)),
         Command::Dlq(command) => block_on(dlq::run(&global, command)),
         Command::Init(args) => block_on(init::run(&global, args)),

@@ -8,17 +8,22 @@
 //!   per-partition offsets, in log order (timestamp, then position).
 //! - [`CausalGraph`] and [`causal_graph`]: records linked by `cause`,
 //!   walked up (ancestors), down (descendants) or both from any record.
+//! - [`Replay::context`] and [`assemble`]: a conversation's turns for a
+//!   prompt, as a [`ContextPolicy`] keeps them (last N, a token budget,
+//!   roles, one record's causal branch).
 //! - [`Fold`] and [`Folded`]: a user fold over a conversation, snapshotted
 //!   on `agent.snapshots` and resumed from the snapshot's `as_of + 1`.
 //! - [`dead_letters`], [`redrive`]: the capsules on `agent.dlq`, and
 //!   putting their original bytes back where they came from.
 
+mod context;
 mod dead_letters;
 mod fold;
 mod graph;
 mod reader;
 pub(crate) mod snapshot;
 
+pub use context::{BytesPerToken, ContextPolicy, Role, TokenCounter, Turn, assemble};
 pub use dead_letters::{
     DeadLetterEntry, REDRIVE_OPERATION, Redrive, RedriveOutcome, dead_letter, dead_letters, redrive,
 };

@@ -37,6 +37,7 @@ mod cli_leaves_checkout_clean;
 mod cli_quiet_exit;
 mod cli_terminal_safety;
 mod cli_which_log;
+mod context;
 mod demo;
 mod dlq_redrive;
 mod fencing;
