@@ -97,7 +97,9 @@ pub use reassembly::{StreamAssembler, StreamCounters, StreamEnd, StreamEvent};
 pub use record::{RecordError, content_type_of, envelope_of};
 pub use retry::RetryPolicy;
 pub use routing::conversation_for_key;
-pub use task_states::{TASK_STATES_KEY, task_states_requested};
+pub use task_states::{
+    INPUT_FOR_KEY, INPUT_OPERATION, InputError, TASK_STATES_KEY, input_for, task_states_requested,
+};
 pub use topology::{
     CommandRouting, DEFAULT_PARTITIONS, DEFAULT_STREAM, INBOX_GROUP_SUFFIX, Inboxes, Retentions,
     TopicNames, Topology, TopologyConfig, inbox_topic_name,

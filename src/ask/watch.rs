@@ -54,6 +54,35 @@ impl ReplyWatch {
             .await?)
     }
 
+    /// Answers the watched command's handler, which asked for input (a
+    /// `status` `task` `input-required`, its body the prompt, reported as
+    /// `prompt`): a command in the same conversation, caused by the
+    /// prompt, carrying [`INPUT_FOR_KEY`](crate::INPUT_FOR_KEY). The
+    /// handler goes on with `input` as its answer.
+    pub async fn provide_input(
+        &self,
+        prompt: &super::Reply,
+        input: Vec<u8>,
+    ) -> Result<Sent, AskError> {
+        let correlation = self.correlation.to_string();
+        let mut request = crate::CommandRequest::new(crate::INPUT_OPERATION, input)
+            .conversation(self.sent.conversation)
+            .metadata(agdx_wire::Metadata::new().with(crate::INPUT_FOR_KEY, correlation));
+        if let Some(target) = &self.target {
+            request = request.to(target.clone());
+        }
+        if let Some(record) = prompt.envelope.record {
+            request = request.caused_by(record, Some(prompt.position));
+        }
+        let commands = self
+            .producer
+            .commands_topic(self.target.as_ref())
+            .await
+            .map_err(crate::ProduceError::from)?;
+        let (outgoing, _) = self.producer.build_command(request);
+        Ok(self.producer.publish_one(&commands, outgoing).await?)
+    }
+
     /// Replies to this command ignored because they did not verify.
     pub fn unverified(&self) -> u64 {
         self.unverified

@@ -6,8 +6,8 @@ use std::time::Duration;
 use clap::Args;
 
 use agdx::cards::{WorkerSeen, worker_seen};
-use agdx::wire::{StatusOperation, TokenUsage};
-use agdx::{AskError, ReplyEvent, ReplyWatch, Requester, StreamEnd, system_clock};
+use agdx::wire::{StatusOperation, TaskState, TokenUsage};
+use agdx::{AskError, Reply, ReplyEvent, ReplyWatch, Requester, StreamEnd, system_clock};
 
 use super::context::{
     EXIT_INTERRUPTED, EXIT_REMOTE_ERROR, EXIT_TIMEOUT, Failure, Global, parse_duration, terminated,
@@ -156,6 +156,12 @@ async fn print_replies(
                 deadline = tokio::time::Instant::now() + timeout;
                 let progress = status.envelope.operation.as_deref()
                     == Some(StatusOperation::Progress.as_str());
+                if status.envelope.task_state == Some(TaskState::InputRequired) {
+                    answer_prompt(watch, &status).await?;
+                    // The wait starts over once the answer is sent.
+                    deadline = tokio::time::Instant::now() + timeout;
+                    continue;
+                }
                 match (status.envelope.task_state, follow) {
                     (Some(state), true) => eprintln!(
                         "… task {} ({:.1} s)",
@@ -207,6 +213,33 @@ async fn print_replies(
             }
         }
     }
+}
+
+/// The agent asks for input: its prompt on stderr, then, on a terminal,
+/// the line typed goes back as the input. Elsewhere nothing can answer at
+/// this prompt, which is said; the ask goes on waiting.
+async fn answer_prompt(watch: &ReplyWatch, status: &Reply) -> Result<(), Failure> {
+    let prompt = String::from_utf8_lossy(&status.body);
+    use std::io::IsTerminal;
+    if !std::io::stdin().is_terminal() {
+        eprintln!(
+            "agdx: the agent asks for input: {prompt} (stdin is not a terminal, so nothing answers here; a program answers with ReplyWatch::provide_input)"
+        );
+        return Ok(());
+    }
+    eprint!("{prompt} ");
+    let line = tokio::task::spawn_blocking(|| {
+        let mut line = String::new();
+        std::io::stdin().read_line(&mut line).map(|_| line)
+    })
+    .await
+    .map_err(|e| Failure::new(format!("reading the answer failed: {e}")))??;
+    let line = line.trim_end_matches(['\r', '\n']).to_owned();
+    watch
+        .provide_input(status, line.into_bytes())
+        .await
+        .map_err(|e| Failure::new(format!("sending the answer failed: {e}")))?;
+    Ok(())
 }
 
 /// Says on stderr what the answer cost, when the agent reported it.

@@ -156,6 +156,7 @@ impl HandlerTest {
             fence: None,
             recorder: Arc::new(Mutex::new(Vec::new())),
             cancel: tokio_util::sync::CancellationToken::new(),
+            commands: None,
         }
     }
 

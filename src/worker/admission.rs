@@ -166,6 +166,10 @@ impl Admission<'_> {
         if !matches!(envelope.kind, Kind::Command | Kind::Event) {
             return Decision::Skip;
         }
+        // The input a waiting handler asked for is that handler's to read.
+        if crate::task_states::input_for(envelope).is_some() {
+            return Decision::Skip;
+        }
         // 7. dispatch by operation
         Decision::Admit(match self.handlers.get(envelope.operation.as_deref()) {
             Some(handler) => Dispatch::Handler(handler),

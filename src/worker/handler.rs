@@ -35,6 +35,8 @@ pub struct Request {
     pub(crate) fence: Option<u64>,
     pub(crate) recorder: Arc<Mutex<Vec<Outgoing>>>,
     pub(crate) cancel: CancellationToken,
+    /// The commands topic the request was read from (`None` outside a pool).
+    pub(crate) commands: Option<crate::log::TopicInfo>,
 }
 
 impl Request {
@@ -110,6 +112,46 @@ impl Request {
     /// [`Request::cancelled`]).
     pub fn is_cancelled(&self) -> bool {
         self.cancel.is_cancelled()
+    }
+
+    /// Asks the command's caller for more input and waits up to `wait` for
+    /// it: a `status` `task` `input-required` carrying `prompt` goes to
+    /// the caller, who answers with
+    /// [`ReplyWatch::provide_input`](crate::ReplyWatch::provide_input) (or
+    /// at `agdx ask`'s prompt); then a `status` `task` `working` follows
+    /// and the handler goes on with the input's body.
+    pub async fn ask_input(
+        &self,
+        prompt: Vec<u8>,
+        wait: std::time::Duration,
+    ) -> Result<Vec<u8>, crate::task_states::InputError> {
+        use crate::task_states::{InputError, input_arrived};
+        let (Some(to), Some(commands)) = (&self.reply_to, &self.commands) else {
+            return Err(InputError::NoCaller);
+        };
+        let mut status = self
+            .producer
+            .status_task_envelope(to, TaskState::InputRequired);
+        status.envelope.body = prompt;
+        status.content_type = ContentType::Raw;
+        let responses = &self.producer.topology().responses;
+        let sent = self.producer.publish_one(responses, status).await?;
+        let arrived = input_arrived(
+            self.producer.log(),
+            commands,
+            self.position.partition,
+            self.position.offset + 1,
+            (to.correlation, &to.target, sent.record),
+        );
+        let input = tokio::select! {
+            input = tokio::time::timeout(wait, arrived) => match input {
+                Ok(input) => input?,
+                Err(_) => return Err(InputError::TimedOut(wait)),
+            },
+            () = self.cancelled() => return Err(InputError::Cancelled),
+        };
+        self.producer.status_task(to, TaskState::Working).await?;
+        Ok(input)
     }
 
     /// Tells the requester the command is still being worked on (a

@@ -336,6 +336,7 @@ impl Processor {
             fence: Some(fence),
             recorder: recorder.clone(),
             cancel: cancel.clone(),
+            commands: Some(commands.clone()),
         };
         let heartbeat = super::heartbeat::Heartbeat {
             producer: &self.producer,
@@ -451,7 +452,7 @@ impl Processor {
                 } else {
                     DeadLetterReason::Rejected
                 };
-                let open_stream = open_stream_end(&streamed);
+                let open_stream = open_stream_end(streamed);
                 let detail = format!(
                     "handler failed after {} attempt(s): {}",
                     request.attempt, error.message
@@ -524,11 +525,11 @@ impl Processor {
                 // reply stream is stored here but cannot be rebuilt from the
                 // log by another process (chunks carry no key); only
                 // `response` replies can.
-                self.remember(scope, &streamed, &replies, record).await?;
+                self.remember(scope, streamed, &replies, record).await?;
                 for reply in streamed.iter().chain(&replies) {
                     crate::metrics::reply_usage(
                         self.agent.as_str(),
-                        &operation_label,
+                        operation_label,
                         &reply.envelope,
                     );
                 }

@@ -154,3 +154,102 @@ async fn agdx_ask_follow_prints_the_task_states() {
     assert_eq!(states, ["submitted", "working", "completed"], "{stderr}");
     running.stop().await;
 }
+
+/// A pool for agent `desk`: `book` asks its caller which day, then books.
+fn desk(fabric: &Fabric) -> (Running, Arc<agdx::worker::WorkerStats>) {
+    let worker = fabric.worker("desk").handle(
+        "book",
+        handler_fn(|request| async move {
+            let day = request
+                .ask_input(b"which day?".to_vec(), ANSWER)
+                .await
+                .map_err(|e| HandlerError::fatal(e.to_string()))?;
+            Ok(HandlerReply::raw(format!(
+                "booked for {}",
+                String::from_utf8_lossy(&day)
+            )))
+        }),
+    );
+    let stats = worker.stats();
+    (Running::start(worker), stats)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_asks_its_caller_for_input_and_goes_on() {
+    on_every_fabric("task-states-input", |fabric| async move {
+        let (running, stats) = desk(&fabric);
+        let requester = fabric.requester("asker");
+        let mut watch = requester
+            .send(CommandRequest::new("book", b"a room".to_vec()).to(agent_id("desk")))
+            .await
+            .expect("send");
+        let mut states = Vec::new();
+        let reply = loop {
+            match watch.next(ANSWER).await.expect("a reply") {
+                ReplyEvent::Status(status) => {
+                    states.extend(status.envelope.task_state);
+                    if status.envelope.task_state == Some(TaskState::InputRequired) {
+                        assert_eq!(status.body, b"which day?");
+                        watch
+                            .provide_input(&status, b"monday".to_vec())
+                            .await
+                            .expect("answer the prompt");
+                    }
+                }
+                ReplyEvent::Response(reply) => break reply,
+                other => panic!("unexpected {other:?}"),
+            }
+        };
+        assert_eq!(reply.body, b"booked for monday");
+        assert_eq!(states, [TaskState::InputRequired, TaskState::Working]);
+        // The input was the handler's: the pool skipped it.
+        support::eventually("the input to be skipped", || async {
+            (stats.skipped.load(std::sync::atomic::Ordering::Relaxed) >= 1).then_some(())
+        })
+        .await;
+        assert_eq!(stats.handled.load(std::sync::atomic::Ordering::Relaxed), 1);
+        running.stop().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agdx_ask_prompts_on_a_terminal() {
+    let fabric = support::fabric::embedded_fabric("task-states-prompt").await;
+    let (running, _) = desk(&fabric);
+    // `script` gives the ask a terminal; the typed line comes on its stdin.
+    let ask = format!(
+        "{} --log {} --stream {} ask --to desk --operation book 'a room'",
+        env!("CARGO_BIN_EXE_agdx"),
+        fabric.spec,
+        fabric.stream
+    );
+    let mut script = tokio::process::Command::new("script");
+    script
+        .args(["-qec", &ask, "/dev/null"])
+        .current_dir(fabric.dir.path())
+        .env_remove("AGDX_LOG")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    let Ok(mut child) = script.spawn() else {
+        eprintln!("skipping: `script` (util-linux) is not installed, so no terminal for agdx ask");
+        running.stop().await;
+        return;
+    };
+    let mut stdin = child.stdin.take().expect("script's stdin");
+    use tokio::io::AsyncWriteExt;
+    // Typed once the prompt is up; a terminal keeps it until read.
+    stdin.write_all(b"friday\n").await.expect("type the answer");
+    let out = tokio::time::timeout(ANSWER, child.wait_with_output())
+        .await
+        .expect("the ask ends")
+        .expect("wait for script");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(text.contains("which day?"), "{text}");
+    assert!(text.contains("booked for friday"), "{text}");
+    drop(stdin);
+    running.stop().await;
+}
