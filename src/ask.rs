@@ -42,8 +42,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use agdx_wire::{
-    AgentEnvelope, AgentId, ChannelId, ContentType, CorrelationId, ErrorBody, LogPosition,
-    TokenUsage,
+    AgentEnvelope, AgentId, ChannelId, ContentType, CorrelationId, ErrorBody, ErrorCode,
+    LogPosition, TaskState, TokenUsage,
 };
 use dashmap::DashMap;
 use tokio::sync::{Mutex, mpsc};
@@ -190,7 +190,9 @@ pub struct Reply {
 /// The answer to an ask.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Answer {
-    /// A single `response`.
+    /// A single `response`; or, for a task that ended `completed` with no
+    /// other answer (a handler that answered with its task state alone),
+    /// the `status` record that said so.
     Response(Box<Reply>),
     /// A chunk stream that finished: the chunks' bytes in order.
     Streamed {
@@ -239,6 +241,29 @@ impl ReplyEvent {
             ReplyEvent::Response(_) | ReplyEvent::Error(_) | ReplyEvent::StreamEnd(_)
         )
     }
+}
+
+/// How long an ask that saw a terminal task state waits for the answer
+/// that usually comes with it before the state is the outcome.
+pub const TERMINAL_STATE_GRACE: Duration = Duration::from_millis(500);
+
+/// The outcome of a task that ended in a terminal state with no other
+/// answer: `completed` answers with the status; the others are errors.
+fn task_outcome(status: Reply) -> Result<Answer, AskError> {
+    let state = status.envelope.task_state.unwrap_or(TaskState::Unknown);
+    let code = match state {
+        TaskState::Completed => return Ok(Answer::Response(Box::new(status))),
+        TaskState::Canceled => ErrorCode::Cancelled,
+        TaskState::Rejected => ErrorCode::InvalidRequest,
+        _ => ErrorCode::Internal,
+    };
+    let message = String::from_utf8_lossy(&status.body).into_owned();
+    let message = if message.is_empty() {
+        format!("the task ended {} with no other answer", state.name())
+    } else {
+        message
+    };
+    Err(AskError::Remote(ErrorBody::new(code).with_message(message)))
 }
 
 /// How long a reply reader goes on once nobody waits on its partition:
@@ -426,8 +451,17 @@ impl Requester {
         let sent_at = Instant::now();
         let mut deadline = instant_after(timeout);
         let mut body = Vec::new();
+        // A terminal task state seen, and until when its answer may follow.
+        let mut ended: Option<(Reply, Instant)> = None;
         loop {
-            let event = match watch.next_until(deadline).await {
+            let until = ended.as_ref().map_or(deadline, |(_, by)| *by);
+            let event = match watch.next_until(until).await {
+                Err(AskError::Timeout { .. }) if ended.is_some() => {
+                    give_up.command = None;
+                    let (status, _) = ended.take().expect("a terminal state");
+                    crate::metrics::reply_time(&target, sent_at.elapsed());
+                    return task_outcome(status);
+                }
                 Err(error) => {
                     if matches!(error, AskError::Timeout { .. }) {
                         crate::metrics::ask_timeout(&target);
@@ -445,6 +479,15 @@ impl Requester {
                 crate::metrics::reply_time(&target, sent_at.elapsed());
             }
             match event {
+                // A terminal task state is the outcome, unless the answer
+                // it comes with follows at once (the runtime's own do).
+                ReplyEvent::Status(status)
+                    if status.envelope.task_state.is_some_and(|s| s.is_terminal()) =>
+                {
+                    if ended.is_none() {
+                        ended = Some((status, Instant::now() + TERMINAL_STATE_GRACE));
+                    }
+                }
                 // A sign of life: the wait starts over.
                 ReplyEvent::Status(_) => deadline = instant_after(timeout),
                 ReplyEvent::Response(reply) => return Ok(Answer::Response(Box::new(reply))),

@@ -73,7 +73,9 @@ pub mod view;
 pub mod worker;
 
 pub use agdx_wire as wire;
-pub use ask::{Answer, AskError, READER_LINGER, Reply, ReplyEvent, ReplyWatch, Requester};
+pub use ask::{
+    Answer, AskError, READER_LINGER, Reply, ReplyEvent, ReplyWatch, Requester, TERMINAL_STATE_GRACE,
+};
 #[cfg(feature = "blobs-object-store")]
 pub use blob::ObjectBlobStore;
 pub use blob::{

@@ -145,9 +145,31 @@ async fn print_replies(
 ) -> Result<(), Failure> {
     let sent_at = tokio::time::Instant::now();
     let mut stdout = std::io::stdout().lock();
+    // A terminal task state seen, and until when its answer may follow.
+    let mut ended: Option<(Reply, tokio::time::Instant)> = None;
     loop {
-        let event = match watch.next_until(deadline).await {
+        let until = ended.as_ref().map_or(deadline, |(_, by)| *by);
+        let event = match watch.next_until(until).await {
             Ok(event) => event,
+            Err(AskError::Timeout { .. }) if ended.is_some() => {
+                let (status, _) = ended.take().expect("a terminal state");
+                let state = status
+                    .envelope
+                    .task_state
+                    .map(|s| s.name())
+                    .unwrap_or("unknown");
+                if status.envelope.task_state != Some(TaskState::Completed) {
+                    return Err(Failure::with_code(
+                        format!("the task ended {state} with no other answer"),
+                        EXIT_REMOTE_ERROR,
+                    ));
+                }
+                stdout.write_all(&status.body)?;
+                if !status.body.is_empty() {
+                    finish_line(&mut stdout, &status.body)?;
+                }
+                return Ok(());
+            }
             Err(error) => return Err(ask_failure(global, requester.explain(error).await)),
         };
         match event {
@@ -156,6 +178,12 @@ async fn print_replies(
                 deadline = tokio::time::Instant::now() + timeout;
                 let progress = status.envelope.operation.as_deref()
                     == Some(StatusOperation::Progress.as_str());
+                if status.envelope.task_state.is_some_and(|s| s.is_terminal()) && ended.is_none() {
+                    ended = Some((
+                        status.clone(),
+                        tokio::time::Instant::now() + agdx::TERMINAL_STATE_GRACE,
+                    ));
+                }
                 if status.envelope.task_state == Some(TaskState::InputRequired) {
                     answer_prompt(watch, &status).await?;
                     // The wait starts over once the answer is sent.

@@ -253,3 +253,59 @@ async fn agdx_ask_prompts_on_a_terminal() {
     drop(stdin);
     running.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_terminal_task_state_alone_is_the_outcome_of_an_ask() {
+    on_every_fabric("task-states-outcome", |fabric| async move {
+        let state_only = |state: TaskState| {
+            handler_fn(move |request| async move {
+                request
+                    .status(state)
+                    .await
+                    .map_err(|e| HandlerError::retryable(e.to_string()))?;
+                Ok(HandlerReply::Nothing)
+            })
+        };
+        let running = Running::start(
+            fabric
+                .worker("clerk")
+                .handle("settle", state_only(TaskState::Completed))
+                .handle("refuse", state_only(TaskState::Rejected)),
+        );
+        let requester = fabric.requester("asker");
+        let ask = |operation: &str| {
+            requester.ask(
+                CommandRequest::new(operation, b"x".to_vec()).to(agent_id("clerk")),
+                ANSWER,
+            )
+        };
+        match ask("settle").await {
+            Ok(agdx::Answer::Response(status)) => {
+                assert_eq!(status.envelope.kind, Kind::Status);
+                assert_eq!(status.envelope.task_state, Some(TaskState::Completed));
+            }
+            other => panic!("expected the completed task, got {other:?}"),
+        }
+        match ask("refuse").await {
+            Err(agdx::AskError::Remote(error)) => {
+                assert_eq!(error.code, agdx::wire::ErrorCode::InvalidRequest);
+                assert!(
+                    error.message.unwrap_or_default().contains("ended rejected"),
+                    "the state is named"
+                );
+            }
+            other => panic!("expected the rejected task's error, got {other:?}"),
+        }
+        let (code, _, stderr) = fabric
+            .run_agdx(&["ask", "--to", "clerk", "--operation", "refuse", "x"])
+            .await;
+        assert_eq!(code, 3, "{stderr}");
+        assert!(stderr.contains("the task ended rejected"), "{stderr}");
+        let (code, stdout, stderr) = fabric
+            .run_agdx(&["ask", "--to", "clerk", "--operation", "settle", "x"])
+            .await;
+        assert_eq!((code, stdout.as_str()), (0, ""), "{stderr}");
+        running.stop().await;
+    })
+    .await;
+}
