@@ -296,24 +296,8 @@ async fn no_reply_in_time_answers_a_timeout_naming_the_missing_worker() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_caller_that_disconnects_cancels_its_call() {
     on_every_fabric("ax-ipc-disconnect", |fabric| async move {
-        use std::sync::Arc;
-        use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-        let (started, told) = (
-            Arc::new(AtomicU32::new(0)),
-            Arc::new(AtomicBool::new(false)),
-        );
-        let (starts, tells) = (started.clone(), told.clone());
-        let worker = fabric.worker("memory").fallback(handler_fn(move |request| {
-            let (starts, tells) = (starts.clone(), tells.clone());
-            async move {
-                starts.fetch_add(1, Ordering::SeqCst);
-                tokio::select! {
-                    () = request.cancelled() => tells.store(true, Ordering::SeqCst),
-                    () = tokio::time::sleep(Duration::from_secs(600)) => {}
-                }
-                Ok(HandlerReply::json("{}"))
-            }
-        }));
+        let (handler, heeded) = support::agents::heeding();
+        let worker = fabric.worker("memory").fallback(handler);
         let stats = worker.stats();
         let agent = Running::start(worker);
         let setup = BridgeSetup {
@@ -331,16 +315,16 @@ async fn a_caller_that_disconnects_cancels_its_call() {
             )
             .await;
         support::eventually("the call's handler to start", || async {
-            (started.load(Ordering::SeqCst) == 1).then_some(())
+            (heeded.started() == 1).then_some(())
         })
         .await;
         // The AX caller goes away mid-call.
         drop(client);
         support::eventually("the call's command to be cancelled", || async {
-            (stats.cancelled.load(Ordering::Relaxed) == 1).then_some(())
+            (stats.cancelled.load(std::sync::atomic::Ordering::Relaxed) == 1).then_some(())
         })
         .await;
-        assert!(told.load(Ordering::SeqCst), "the handler was told to stop");
+        assert!(heeded.told(), "the handler was told to stop");
         bridge.stop().await;
         agent.stop().await;
     })

@@ -433,24 +433,8 @@ async fn an_exposed_agent_s_commands_reach_its_axon_peer_and_the_answers_come_ba
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_whose_stream_is_stopped_cancels_its_command() {
     on_every_fabric("axon-cancel", |fabric| async move {
-        use std::sync::Arc;
-        use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-        let (started, told) = (
-            Arc::new(AtomicU32::new(0)),
-            Arc::new(AtomicBool::new(false)),
-        );
-        let (starts, tells) = (started.clone(), told.clone());
-        let worker = fabric.worker("slow").fallback(handler_fn(move |request| {
-            let (starts, tells) = (starts.clone(), tells.clone());
-            async move {
-                starts.fetch_add(1, Ordering::SeqCst);
-                tokio::select! {
-                    () = request.cancelled() => tells.store(true, Ordering::SeqCst),
-                    () = tokio::time::sleep(Duration::from_secs(600)) => {}
-                }
-                Ok(HandlerReply::json("{}"))
-            }
-        }));
+        let (handler, heeded) = support::agents::heeding();
+        let worker = fabric.worker("slow").fallback(handler);
         let stats = worker.stats();
         let worker = Running::start(worker);
         let peer = TestPeer::new();
@@ -464,16 +448,16 @@ async fn a_request_whose_stream_is_stopped_cancels_its_command() {
         send.write_all(&bytes).await.expect("write the request");
         send.finish().expect("finish the request");
         eventually("the request's handler to start", || async {
-            (started.load(Ordering::SeqCst) == 1).then_some(())
+            (heeded.started() == 1).then_some(())
         })
         .await;
         // The requester stops waiting: it stops reading the reply stream.
         recv.stop(0u32.into()).expect("stop the stream");
         eventually("the request's command to be cancelled", || async {
-            (stats.cancelled.load(Ordering::Relaxed) == 1).then_some(())
+            (stats.cancelled.load(std::sync::atomic::Ordering::Relaxed) == 1).then_some(())
         })
         .await;
-        assert!(told.load(Ordering::SeqCst), "the handler was told to stop");
+        assert!(heeded.told(), "the handler was told to stop");
         bridge.stop().await;
         worker.stop().await;
     })

@@ -43,24 +43,7 @@ async fn cancelled_answer(watch: &mut ReplyWatch) -> (Vec<TaskState>, agdx::wire
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_running_handler_is_stopped_and_its_command_answered_cancelled() {
     on_every_fabric("cancel-running", |fabric| async move {
-        let (started, stopped) = (
-            Arc::new(AtomicU32::new(0)),
-            Arc::new(AtomicBool::new(false)),
-        );
-        let (starts, stops) = (started.clone(), stopped.clone());
-        let worker = fabric.worker("slow").handle(
-            "think",
-            handler_fn(move |_| {
-                let (starts, stops) = (starts.clone(), stops.clone());
-                async move {
-                    let _dropped = Dropped(stops);
-                    starts.fetch_add(1, Ordering::SeqCst);
-                    tokio::time::sleep(Duration::from_secs(600)).await;
-                    Ok(HandlerReply::raw(b"too late".to_vec()))
-                }
-            }),
-        );
-        let stats = worker.stats();
+        let (worker, started, stopped, stats) = sleeper(&fabric, "slow");
         let running = Running::start(worker);
         let requester = fabric.requester("asker");
         let mut watch = requester
@@ -90,30 +73,12 @@ async fn a_running_handler_is_stopped_and_its_command_answered_cancelled() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_handler_that_heeds_the_cancel_ends_by_itself() {
     on_every_fabric("cancel-heeded", |fabric| async move {
-        let (started, heeded) = (
-            Arc::new(AtomicU32::new(0)),
-            Arc::new(AtomicBool::new(false)),
-        );
-        let (starts, heeds) = (started.clone(), heeded.clone());
+        let (handler, heeded) = support::agents::heeding();
         let mut config = support::fabric::quick_config(fabric.dir.path().join("state"));
         // Far longer than the test waits: the handler must end by itself.
         config.cancel_grace = Duration::from_secs(3600);
-        let worker = agdx::worker::Worker::new(fabric.producer("careful"), config).handle(
-            "think",
-            handler_fn(move |request| {
-                let (starts, heeds) = (starts.clone(), heeds.clone());
-                async move {
-                    starts.fetch_add(1, Ordering::SeqCst);
-                    tokio::select! {
-                        () = tokio::time::sleep(Duration::from_secs(600)) => {}
-                        () = request.cancelled() => {
-                            heeds.store(request.is_cancelled(), Ordering::SeqCst);
-                        }
-                    }
-                    Ok(HandlerReply::raw(b"stopped early".to_vec()))
-                }
-            }),
-        );
+        let worker =
+            agdx::worker::Worker::new(fabric.producer("careful"), config).handle("think", handler);
         let running = Running::start(worker);
         let requester = fabric.requester("asker");
         let mut watch = requester
@@ -121,7 +86,7 @@ async fn a_handler_that_heeds_the_cancel_ends_by_itself() {
             .await
             .expect("send");
         eventually("the handler to start", || async {
-            (started.load(Ordering::SeqCst) == 1).then_some(())
+            (heeded.started() == 1).then_some(())
         })
         .await;
         watch.cancel().await.expect("cancel");
@@ -132,7 +97,7 @@ async fn a_handler_that_heeds_the_cancel_ends_by_itself() {
             "whatever the handler returned"
         );
         assert!(states.contains(&TaskState::Canceled), "{states:?}");
-        assert!(heeded.load(Ordering::SeqCst), "the handler was told");
+        assert!(heeded.told(), "the handler was told");
         running.stop().await;
     })
     .await;

@@ -42,3 +42,40 @@ pub fn neighbour_of(fabric: &Fabric, of: ConversationId) -> ConversationId {
         }
     }
 }
+
+/// What a [`heeding`] handler saw: how many calls started, and whether
+/// one was told its command was cancelled.
+#[derive(Clone, Default)]
+pub struct Heeded {
+    pub started: std::sync::Arc<std::sync::atomic::AtomicU32>,
+    pub told: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Heeded {
+    pub fn started(&self) -> u32 {
+        self.started.load(std::sync::atomic::Ordering::SeqCst)
+    }
+    pub fn told(&self) -> bool {
+        self.told.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// A handler that waits (ten minutes at most) until its command is
+/// cancelled, and notes what it saw.
+pub fn heeding() -> (impl Handler, Heeded) {
+    let heeded = Heeded::default();
+    let seen = heeded.clone();
+    let handler = handler_fn(move |request| {
+        let seen = seen.clone();
+        async move {
+            use std::sync::atomic::Ordering;
+            seen.started.fetch_add(1, Ordering::SeqCst);
+            tokio::select! {
+                () = request.cancelled() => seen.told.store(request.is_cancelled(), Ordering::SeqCst),
+                () = tokio::time::sleep(std::time::Duration::from_secs(600)) => {}
+            }
+            Ok(HandlerReply::json("{}"))
+        }
+    });
+    (handler, heeded)
+}
