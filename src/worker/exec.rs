@@ -29,7 +29,8 @@ pub enum ExecOutput {
     /// All of stdout, once the command exits, as the response body.
     #[default]
     Response,
-    /// Each line of stdout (with its newline) a chunk as it is written.
+    /// Each line of stdout (with its newline) a chunk as it is written; a
+    /// line over 64 KiB in pieces of 64 KiB.
     Lines,
     /// Each read of stdout (up to 64 KiB) a chunk as it is written.
     Bytes,
@@ -278,11 +279,12 @@ impl ExecHandler {
         at_end: bool,
     ) -> Result<(), HandlerError> {
         let mut appended = Vec::new();
-        // A command may truncate the file; reading goes on from its end.
+        // A command that truncated the file writes it afresh: read from
+        // its start again.
         let position = reader.stream_position().await.unwrap_or(0);
         let length = reader.metadata().await.map(|m| m.len()).unwrap_or(0);
         if length < position {
-            let _ = reader.seek(SeekFrom::End(0)).await;
+            let _ = reader.seek(SeekFrom::Start(0)).await;
         }
         reader
             .read_to_end(&mut appended)
@@ -318,8 +320,10 @@ async fn read_output(
     loop {
         piece.clear();
         let read = match output {
+            // A line longer than a chunk may carry goes out in pieces.
             ExecOutput::Lines => {
-                tokio::io::AsyncBufReadExt::read_until(&mut reader, b'\n', &mut piece).await?
+                let mut line = (&mut reader).take(READ_CHUNK as u64);
+                tokio::io::AsyncBufReadExt::read_until(&mut line, b'\n', &mut piece).await?
             }
             _ => {
                 piece.resize(READ_CHUNK, 0);

@@ -194,3 +194,26 @@ async fn agdx_worker_stream_bytes_answers_with_a_chunk_stream() {
     }
     support::fabric::terminate(&mut worker).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_line_longer_than_a_chunk_goes_out_in_pieces() {
+    let fabric = support::fabric::embedded_fabric("exec-stream-long-line").await;
+    let running = shell(
+        &fabric,
+        "head -c 100000 /dev/zero | tr '\\0' a; echo",
+        ExecOutput::Lines,
+    );
+    let requester = fabric.requester("asker");
+    let mut watch = requester.ask_stream(run()).await.expect("send");
+    let mut sizes = Vec::new();
+    loop {
+        match watch.next(ANSWER).await.expect("a reply") {
+            ReplyEvent::Chunk { body, .. } => sizes.push(body.len()),
+            ReplyEvent::StreamEnd(StreamEnd::Finished { .. }) => break,
+            ReplyEvent::Status(_) => {}
+            other => panic!("expected chunks, got {other:?}"),
+        }
+    }
+    assert_eq!(sizes, [65_536, 100_001 - 65_536]);
+    running.stop().await;
+}
