@@ -173,6 +173,13 @@ async fn ask_names_the_log_it_waits_on_and_how_to_reach_the_worker() {
         ),
         "{stderr}"
     );
+    // Giving up, the ask cancels its command: a worker started on this
+    // log later does not run it.
+    assert_eq!(
+        lines.next(),
+        Some("agdx: cancelled the command, so its handler stops (--no-cancel leaves it running)"),
+        "{stderr}"
+    );
     let timeout = lines.next().expect("the timeout");
     assert!(
         timeout.contains(" on embedded:.agdx; no worker for 'echo' was seen on this log")
