@@ -37,9 +37,9 @@ Kafka-protocol cluster instead (see example 13 below).
              {"topic":"agent.dlq",...,"dead_letter":{"source":"0/3/5/0","reason":"retry_exhausted","attempts":3,...,"payload":{"kind":"command",...}}}
 
 5. A streamed reply, printed as it arrives
-   shell 1:  agdx worker --agent story --exec 'for w in once upon a time; do echo "$w"; done'
-             # an --exec worker answers with one response; a library handler can stream:
-             # request.stream(StreamPurpose::Chat, None) then send(..) and finish(..)
+   shell 1:  agdx worker --agent story --stream-output lines --exec 'for w in once upon a time; do echo "$w"; sleep 0.3; done'
+             # each line the program prints is a chunk as soon as it is written; a library
+             # handler streams with request.stream(StreamPurpose::Chat, None), send(..), finish(..)
    shell 2:  agdx ask --to story --operation tell "go"
 
 6. Exactly-once effects with an idempotency key
@@ -189,9 +189,26 @@ Kafka-protocol cluster instead (see example 13 below).
              agdx: error unsupported: AXON peer ed25519.4f07... answered error 'unhandled': ...
              # the bridge answers for 'remote' by asking the AXON daemon, which has no handler
 
+19. Long work: follow it, cancel it, say what it cost
+   shell 1:  agdx worker --agent llm --exec './complete.sh; echo "{\"usage\": {\"input_tokens\": 812, \"output_tokens\": 64}}" >> "$AGDX_REPORT"'
+             # the program reports through the file AGDX_REPORT names: progress, usage,
+             # finish_reason, metadata (one JSON object a line)
+   shell 2:  agdx ask --to llm --operation complete --follow "a haiku about logs"
+             … task submitted (0.0 s)
+             … task working (0.1 s)
+             usage: 812 tokens in, 64 out
+             # Ctrl-C, or --timeout running out, cancels the command: its program gets SIGTERM
+             # (SIGKILL after the worker's --cancel-grace); --no-cancel leaves it running
+   shell 2:  agdx send --to llm --operation complete "a long essay"
+             record=01J... correlation=01J... conversation=01J... partition=2
+   shell 2:  agdx cancel 01J...RECORD
+             cancelled record=01J... correlation=01J... operation=complete by=cli cancel=01J...
+   shell 2:  agdx context 01J...CONVERSATION --last 20 --budget 4000 --json
+             # the conversation's turns for a prompt (user, assistant, tool), newest within budget
+
 Exit codes of `agdx ask`: 0 reply printed, 3 the agent answered with an error
-(or is quarantined), 4 no reply in time (--timeout), 1 anything else (message
-on stderr).
+(or is quarantined), 4 no reply in time (--timeout), 130 interrupted (Ctrl-C),
+1 anything else (message on stderr).
 "#;
 
 pub fn run() {

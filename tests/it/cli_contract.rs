@@ -118,6 +118,11 @@ fn examples_show_the_first_session_to_copy() {
         "agdx agents --watch",
         "--metrics",
         "agdx bridge ioa",
+        "--stream-output lines",
+        "AGDX_REPORT",
+        "agdx cancel",
+        "--follow",
+        "agdx context",
     ] {
         assert!(text.contains(command), "agdx examples shows {command}");
     }
