@@ -205,7 +205,7 @@ impl Processor {
                     refused.reason,
                     1,
                     refused.detail,
-                    reply_to.map(|to| ErrorReply::new(to, refused.error)),
+                    reply_to.map(|to| ErrorReply::refused(to, refused.error)),
                 ));
             }
             Decision::Admit(dispatch) => dispatch,
@@ -299,7 +299,7 @@ impl Processor {
                     DeadLetterReason::Rejected,
                     1,
                     message,
-                    reply_to.map(|to| ErrorReply::new(to, reply)),
+                    reply_to.map(|to| ErrorReply::refused(to, reply)),
                 ));
             }
         };
@@ -467,9 +467,8 @@ impl Processor {
                     request.attempt,
                     detail,
                     reply_to.map(|to| ErrorReply {
-                        to,
-                        error: body,
                         open_stream,
+                        ..ErrorReply::new(to, body)
                     }),
                 ))
             }
@@ -621,6 +620,7 @@ impl Processor {
                      to,
                      error,
                      open_stream,
+                     state,
                  }| {
                     let mut outgoing = self.producer.error_envelope(&to, &error);
                     if let Some((channel, sequence)) = open_stream {
@@ -629,7 +629,7 @@ impl Processor {
                     }
                     let state = to
                         .task_states
-                        .then(|| self.producer.status_task_envelope(&to, TaskState::Failed));
+                        .then(|| self.producer.status_task_envelope(&to, state));
                     state.into_iter().chain([outgoing]).collect()
                 },
             )
@@ -655,14 +655,27 @@ struct ErrorReply {
     error: ErrorBody,
     /// The channel and next sequence of a stream the handler left open.
     open_stream: Option<(agdx_wire::ChannelId, u64)>,
+    /// The task state reported before it, when the command asked for task
+    /// states: `rejected` when no handler ran, else `failed`.
+    state: TaskState,
 }
 
 impl ErrorReply {
+    /// The answer to a command that failed once its handler ran.
     fn new(to: ReplyTo, error: ErrorBody) -> Self {
         Self {
             to,
             error,
             open_stream: None,
+            state: TaskState::Failed,
+        }
+    }
+
+    /// The answer to a command refused before any handler ran.
+    fn refused(to: ReplyTo, error: ErrorBody) -> Self {
+        Self {
+            state: TaskState::Rejected,
+            ..Self::new(to, error)
         }
     }
 }

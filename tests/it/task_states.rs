@@ -81,6 +81,17 @@ async fn a_command_that_asks_gets_its_task_states_and_others_none() {
             states_and_answer(&mut watch).await,
             (vec![Submitted, Working, Failed], false)
         );
+        // Refused before any handler ran (its deadline had passed): rejected.
+        let mut late = requester
+            .send(
+                CommandRequest::new("work", b"x".to_vec())
+                    .to(agent_id("tasks"))
+                    .deadline_micros(1)
+                    .task_states(),
+            )
+            .await
+            .expect("send");
+        assert_eq!(states_and_answer(&mut late).await, (vec![Rejected], false));
         let mut plain = send("work", false).await.expect("send");
         assert_eq!(states_and_answer(&mut plain).await, (vec![], true));
         let correlation = plain.sent().correlation;
