@@ -22,14 +22,14 @@ pub struct CommandRequest {
     pub target: Option<AgentId>,
     /// What is asked for: a short name, arguments go in the body.
     pub operation: Option<String>,
-    /// The payload; claim-checked when the producer has a [`ClaimCheck`]
+    /// The payload; claim-checked when the producer has a [`ClaimCheck`](crate::ClaimCheck)
     /// and the body is over its threshold.
     pub body: Vec<u8>,
     /// The body's codec (`raw` unless set).
     pub content_type: ContentType,
     /// Continue this conversation. When absent, a command with an
     /// idempotency key goes to the conversation derived from its target,
-    /// source and key ([`conversation_for_key`]),
+    /// source and key ([`conversation_for_key`](crate::conversation_for_key)),
     /// so every retry of the key is handled in one partition, in order; any
     /// other command starts a new conversation.
     pub conversation: Option<ConversationId>,

@@ -229,7 +229,7 @@ impl VerifyError {
 /// share the registry.
 ///
 /// A verifier made with [`from_file`](Self::from_file) reads the file again
-/// when it changes (checked at most once per [`RELOAD_EVERY`]), so a key
+/// when it changes (checked at most once per `RELOAD_EVERY`, a second), so a key
 /// revoked with `agdx keys revoke` stops verifying in running processes
 /// too. A file that cannot be read or parsed keeps the registry in use (and
 /// says so once per change).

@@ -5,7 +5,7 @@
 //! messages (`refs.messages`: threads, trees, DAG merges) and to the nodes
 //! it is for (`refs.nodes`). Its clients (the `ioa` CLI, its REST API, MCP
 //! tools) can use this bridge as their server. Every IOA fact is an AGDX
-//! record written through a [`Producer`](crate::Producer) (the table in
+//! record written through a [`Producer`] (the table in
 //! `records.rs` says which), and everything the bridge answers is read back
 //! from the log into a view, so a restarted bridge, or a second one on the
 //! same log, serves the same spaces, nodes, tokens and messages:
