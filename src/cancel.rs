@@ -91,17 +91,38 @@ pub(crate) async fn cancel_requested(
     (correlation, sender): (CorrelationId, &AgentId),
 ) {
     tokio::time::sleep(LOOKAHEAD_AFTER).await;
+    read_on(log, commands, partition, from, "a cancel", |record| {
+        envelope_of(record)
+            .is_ok_and(|envelope| is_cancel_of(&envelope, correlation, sender))
+            .then_some(())
+    })
+    .await
+}
+
+/// What `find` makes of the first record at or after offset `from` of
+/// `partition` for which it makes something, waiting for records as they
+/// come; damaged ranges are stepped over, a failed read (of `what`, for
+/// the diagnostics) is tried again after a pause. Runs as long as it is
+/// awaited: its callers race it against a handler or bound it.
+pub(crate) async fn read_on<T>(
+    log: &SharedLog,
+    topic: &TopicInfo,
+    partition: u32,
+    from: u64,
+    what: &str,
+    mut find: impl FnMut(&LogRecord) -> Option<T>,
+) -> T {
     let mut next = from;
     let mut failures = 0u32;
     loop {
         match log
-            .poll(commands, partition, next, LOOKAHEAD_POLL, DEFAULT_POLL_WAIT)
+            .poll(topic, partition, next, LOOKAHEAD_POLL, DEFAULT_POLL_WAIT)
             .await
         {
             Ok(records) => {
                 failures = 0;
-                if cancelled_among(&records, correlation, sender) {
-                    return;
+                if let Some(found) = records.iter().find_map(&mut find) {
+                    return found;
                 }
                 if let Some(last) = records.last() {
                     next = last.position.offset + 1;
@@ -110,7 +131,7 @@ pub(crate) async fn cancel_requested(
             Err(LogError::Corrupt(damage)) => next = damage.next_offset(),
             Err(error) => {
                 failures += 1;
-                tracing::debug!(%error, partition, "reading on for a cancel failed; trying again");
+                tracing::debug!(%error, partition, "reading on for {what} failed; trying again");
                 tokio::time::sleep(crate::retry::backoff(failures)).await;
             }
         }

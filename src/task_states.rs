@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use agdx_wire::{AgentEnvelope, AgentId, CorrelationId, Kind, Metadata, RecordId, Scalar};
 
-use crate::log::{DEFAULT_POLL_WAIT, LogError, SharedLog, TopicInfo};
+use crate::log::{SharedLog, TopicInfo};
 use crate::record::envelope_of;
 
 /// The metadata key (a boolean) by which a command asks for task states.
@@ -64,9 +64,6 @@ pub enum InputError {
     /// The prompt could not be published.
     #[error("publishing the prompt failed: {0}")]
     Produce(#[from] crate::ProduceError),
-    /// The commands topic could not be read.
-    #[error("reading the commands topic for the input failed: {0}")]
-    Log(#[from] LogError),
     /// No input came in time.
     #[error("no input came within {0:?}")]
     TimedOut(Duration),
@@ -75,44 +72,27 @@ pub enum InputError {
     Cancelled,
 }
 
-/// The input a caller gave: the first command at or after offset `from`
-/// of `partition` that `sender` sent as the input for `correlation`
-/// answering the prompt record `prompt`. Reads as long as it is awaited.
+/// The input a caller gave: the body of the first command at or after
+/// offset `from` of `partition` that `sender` sent as the input for
+/// `correlation` answering the prompt record `prompt`. Reads as long as it
+/// is awaited.
 pub(crate) async fn input_arrived(
     log: &SharedLog,
     commands: &TopicInfo,
     partition: u32,
     from: u64,
     (correlation, sender, prompt): (CorrelationId, &AgentId, Option<RecordId>),
-) -> Result<Vec<u8>, LogError> {
+) -> Vec<u8> {
     let correlation = correlation.to_string();
-    let mut next = from;
-    loop {
-        let records = match log
-            .poll(commands, partition, next, 256, DEFAULT_POLL_WAIT)
-            .await
-        {
-            Ok(records) => records,
-            Err(LogError::Corrupt(damage)) => {
-                next = damage.next_offset();
-                continue;
-            }
-            Err(error) => return Err(error),
-        };
-        for record in &records {
-            next = record.position.offset + 1;
-            let Ok(envelope) = envelope_of(record) else {
-                continue;
-            };
-            let answers = envelope.kind == Kind::Command
-                && envelope.source == *sender
-                && input_for(&envelope) == Some(correlation.as_str())
-                && (prompt.is_none() || envelope.cause == prompt);
-            if answers {
-                return Ok(envelope.body);
-            }
-        }
-    }
+    crate::cancel::read_on(log, commands, partition, from, "the input", |record| {
+        let envelope = envelope_of(record).ok()?;
+        let answers = envelope.kind == Kind::Command
+            && envelope.source == *sender
+            && input_for(&envelope) == Some(correlation.as_str())
+            && (prompt.is_none() || envelope.cause == prompt);
+        answers.then_some(envelope.body)
+    })
+    .await
 }
 
 #[cfg(test)]

@@ -145,7 +145,7 @@ impl Request {
         );
         let input = tokio::select! {
             input = tokio::time::timeout(wait, arrived) => match input {
-                Ok(input) => input?,
+                Ok(input) => input,
                 Err(_) => return Err(InputError::TimedOut(wait)),
             },
             () = self.cancelled() => return Err(InputError::Cancelled),
