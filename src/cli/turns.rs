@@ -2,7 +2,7 @@
 
 use clap::Args;
 
-use agdx::replay::{ContextPolicy, Replay, Role, Turn};
+use agdx::replay::{ContextPolicy, ConversationContext, Role, Turn};
 use agdx::wire::{ConversationId, RecordId};
 
 use super::context::{Failure, Global};
@@ -11,7 +11,9 @@ use super::context::{Failure, Global};
 /// events (user), responses and whole chunk streams (assistant), roles from
 /// the `role` metadata key where a record sets one. The options compose:
 /// --branch first, then --role, --last, and --budget (tokens counted as
-/// bytes / 4) keeping the newest turns that fit.
+/// bytes / 4) keeping the newest turns that fit. The reading starts from
+/// the conversation's latest context snapshot (`--save` writes one) and
+/// reads only what follows it.
 #[derive(Debug, Args)]
 pub struct ContextArgs {
     /// The conversation (26-character id, as `agdx send` prints it).
@@ -36,6 +38,16 @@ pub struct ContextArgs {
     /// One JSON object per turn instead of text.
     #[arg(long)]
     pub json: bool,
+
+    /// Then save a context snapshot, so the next reading starts after it
+    /// (it keeps the newest 1,000 turns, within 512 KiB of bodies).
+    #[arg(long)]
+    pub save: bool,
+
+    /// Read the conversation from its first record, not from its latest
+    /// context snapshot.
+    #[arg(long)]
+    pub from_start: bool,
 }
 
 fn parse_role(text: &str) -> Result<Role, String> {
@@ -59,13 +71,30 @@ pub async fn run(global: &Global, args: ContextArgs) -> Result<(), Failure> {
     if let Some(record) = args.branch {
         policy = policy.branch_of(record);
     }
-    let mut replay = Replay::new(log.clone(), &topology, args.conversation);
-    let turns = replay.context(&policy).await?;
+    let mut context = if args.from_start {
+        ConversationContext::from_start(log.clone(), &topology, args.conversation)
+    } else {
+        ConversationContext::resume(log.clone(), &topology, args.conversation).await?
+    };
+    context.catch_up().await?;
+    let turns = context.turns(&policy);
     for turn in &turns {
         if args.json {
             println!("{}", serde_json::to_string(&json_of(turn))?);
         } else {
             println!("{}", text_of(turn));
+        }
+    }
+    if args.save {
+        match context.save().await? {
+            Some(_) => eprintln!(
+                "agdx: saved a context snapshot of conversation {}; the next reading starts after it",
+                args.conversation
+            ),
+            None => eprintln!(
+                "agdx: nothing of conversation {} was read, so no context snapshot was saved",
+                args.conversation
+            ),
         }
     }
     if turns.is_empty() {

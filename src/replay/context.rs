@@ -179,7 +179,19 @@ impl Replay {
 /// The turns of `records` (one conversation's, in log order) that `policy`
 /// keeps, oldest first.
 pub fn assemble(records: &[ReplayRecord], policy: &ContextPolicy) -> Vec<Turn> {
-    let mut turns = turns_of(records, policy.counter.as_ref());
+    let mut built = Built::default();
+    for record in records {
+        built.push(record);
+    }
+    keep(built.turns(), policy)
+}
+
+/// The turns of `turns` (every turn, oldest first) that `policy` keeps,
+/// their tokens counted by its counter.
+pub(crate) fn keep(mut turns: Vec<Turn>, policy: &ContextPolicy) -> Vec<Turn> {
+    for turn in &mut turns {
+        turn.tokens = policy.counter.count(&turn.body);
+    }
     if let Some(record) = policy.branch_of {
         let keep = branch(&turns, record);
         // A stream has no record id: it is on the branch when what it
@@ -209,48 +221,90 @@ pub fn assemble(records: &[ReplayRecord], policy: &ContextPolicy) -> Vec<Turn> {
     turns
 }
 
-/// Every turn of `records`, oldest first (a stream where its first chunk is).
-fn turns_of(records: &[ReplayRecord], counter: &dyn TokenCounter) -> Vec<Turn> {
-    let mut turns: Vec<Turn> = Vec::new();
-    let mut streams: HashMap<ChannelId, (usize, StreamAssembler)> = HashMap::new();
-    for record in records {
+/// A turn and what building on it needs: the topic it came from, and for
+/// a stream its channel.
+#[derive(Debug, Clone)]
+pub(crate) struct Placed {
+    pub(crate) turn: Turn,
+    pub(crate) topic: String,
+    pub(crate) channel: Option<ChannelId>,
+}
+
+/// Turns built record by record, in the order the records come (each
+/// topic's in offset order): a stream's chunks join its turn as they come.
+#[derive(Debug, Default)]
+pub(crate) struct Built {
+    pub(crate) placed: Vec<Placed>,
+    /// Streams by channel: their turn's index and their reader.
+    streams: HashMap<ChannelId, (usize, StreamAssembler)>,
+    /// Channels of streams that ended before the records pushed here (a
+    /// context resumed from a snapshot): their late chunks add nothing.
+    pub(crate) ended: HashSet<ChannelId>,
+    /// The newest log timestamp pushed.
+    pub(crate) newest_micros: u64,
+}
+
+impl Built {
+    /// Takes `record` in: a new turn, part of a stream's, or nothing.
+    pub(crate) fn push(&mut self, record: &ReplayRecord) {
         let Some(e) = record.envelope() else {
-            continue;
+            return;
+        };
+        self.newest_micros = self.newest_micros.max(record.timestamp_micros);
+        let place = |turn, channel| Placed {
+            turn,
+            topic: record.topic.clone(),
+            channel,
         };
         match (e.kind, e.channel) {
             (Kind::Command | Kind::Event | Kind::Response, _) => {
-                turns.push(turn(record, e, default_role(e), e.body.clone(), counter));
+                let turn = turn(record, e, default_role(e), e.body.clone());
+                self.placed.push(place(turn, None));
             }
-            (Kind::Chunk, Some(channel)) => {
-                let (at, assembler) = streams.entry(channel).or_insert_with(|| {
-                    turns.push(turn(record, e, default_role(e), Vec::new(), counter));
-                    (turns.len() - 1, StreamAssembler::new(channel))
+            (Kind::Chunk | Kind::Error, Some(channel)) if !self.ended.contains(&channel) => {
+                if e.kind == Kind::Error && !self.streams.contains_key(&channel) {
+                    return;
+                }
+                let (at, assembler) = self.streams.entry(channel).or_insert_with(|| {
+                    let turn = turn(record, e, default_role(e), Vec::new());
+                    self.placed.push(place(turn, Some(channel)));
+                    (self.placed.len() - 1, StreamAssembler::new(channel))
                 });
                 for event in assembler.push(e, record.timestamp_micros) {
                     if let StreamEvent::Chunk { body, .. } = event {
-                        turns[*at].body.extend_from_slice(&body);
+                        self.placed[*at].turn.body.extend_from_slice(&body);
                     }
                 }
-                if e.metadata.as_ref().and_then(role_of).is_some() {
-                    turns[*at].role = default_role(e);
+                if e.kind == Kind::Chunk && e.metadata.as_ref().and_then(role_of).is_some() {
+                    self.placed[*at].turn.role = default_role(e);
                 }
             }
             _ => {}
         }
     }
-    for turn in &mut turns {
-        turn.tokens = counter.count(&turn.body);
+
+    /// Whether the stream on `channel` may still get chunks: it has not
+    /// ended, and its opening deadline had not passed at the newest
+    /// record pushed.
+    pub(crate) fn is_open(&self, channel: ChannelId) -> bool {
+        self.streams.get(&channel).is_some_and(|(_, assembler)| {
+            !assembler.is_ended()
+                && assembler
+                    .deadline_micros()
+                    .is_none_or(|deadline| deadline >= self.newest_micros)
+        })
     }
-    turns
+
+    /// Every turn, in log order (timestamp, then position), tokens not yet
+    /// counted.
+    pub(crate) fn turns(&self) -> Vec<Turn> {
+        let mut turns: Vec<Turn> = self.placed.iter().map(|p| p.turn.clone()).collect();
+        turns.sort_by_key(|t| (t.timestamp_micros, t.position));
+        turns
+    }
 }
 
-fn turn(
-    record: &ReplayRecord,
-    e: &AgentEnvelope,
-    role: Role,
-    body: Vec<u8>,
-    counter: &dyn TokenCounter,
-) -> Turn {
+fn turn(record: &ReplayRecord, e: &AgentEnvelope, role: Role, body: Vec<u8>) -> Turn {
     Turn {
         role,
         source: e.source.clone(),
@@ -261,7 +315,7 @@ fn turn(
         timestamp_micros: record.timestamp_micros,
         operation: e.operation.clone().filter(|_| e.kind == Kind::Command),
         content_type: record.content_type,
-        tokens: counter.count(&body),
+        tokens: 0,
         body,
     }
 }

@@ -1,7 +1,7 @@
 //! The [`Replay`] reader: one conversation's records, read back raw from
 //! the conversation's partition of each topic.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use agdx_wire::{
@@ -228,6 +228,8 @@ struct InboxSearch {
     looked: BTreeSet<AgentId>,
     /// Where an inbox found is read from.
     start: u64,
+    /// Where the inboxes named here are read from instead.
+    starts: BTreeMap<String, u64>,
 }
 
 impl Replay {
@@ -240,6 +242,7 @@ impl Replay {
             met: BTreeSet::new(),
             looked: BTreeSet::new(),
             start: 0,
+            starts: BTreeMap::new(),
         });
         replay
     }
@@ -284,6 +287,23 @@ impl Replay {
     pub fn from_topic_offset(mut self, topic: &str, offset: u64) -> Self {
         for cursor in self.cursors.iter_mut().filter(|c| c.topic.topic == topic) {
             cursor.next = offset;
+        }
+        self
+    }
+
+    /// Starts each topic named in `offsets` at its offset there, inboxes
+    /// found later too (other topics keep their start): how a reading
+    /// resumes where an earlier one stopped.
+    pub fn from_offsets(mut self, offsets: &BTreeMap<String, u64>) -> Self {
+        for cursor in &mut self.cursors {
+            if let Some(&offset) = offsets.get(&cursor.topic.topic) {
+                cursor.next = offset;
+            }
+        }
+        if let Some(search) = &mut self.inboxes {
+            search
+                .starts
+                .extend(offsets.iter().map(|(t, o)| (t.clone(), *o)));
         }
         self
     }
@@ -361,10 +381,11 @@ impl Replay {
                 continue;
             };
             if self.cursors.iter().all(|c| c.topic != topic) {
+                let next = search.starts.get(&topic.topic).copied();
                 self.cursors.push(Cursor {
                     partition: partition_of(&topic, self.conversation),
                     topic,
-                    next: search.start,
+                    next: next.unwrap_or(search.start),
                 });
                 added += 1;
             }

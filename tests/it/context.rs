@@ -3,7 +3,7 @@
 //! last N, a token budget, roles and one record's causal branch. On every
 //! backend.
 
-use agdx::replay::{ContextPolicy, Replay, Role};
+use agdx::replay::{ContextPolicy, ConversationContext, Replay, Role};
 use agdx::wire::StreamPurpose;
 use agdx::worker::{HandlerError, HandlerReply, handler_fn};
 use agdx::{Answer, CommandRequest, new_conversation_id};
@@ -151,6 +151,132 @@ async fn turns_are_kept_by_last_budget_role_and_branch() {
         assert_eq!(roles, ["assistant", "user", "assistant"]);
         assert_eq!(turns[0]["body"], "6, then 8");
         assert_eq!(turns[0]["tokens"], 3);
+        running.stop().await;
+    })
+    .await;
+}
+
+/// A context saved as a snapshot, with a stream still open, resumes from
+/// it: it reads only the records after the snapshot (and the open stream's
+/// chunks again), and assembles the same turns as a reading from the start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_context_resumes_from_its_snapshot_with_the_same_turns() {
+    on_every_fabric("context snapshot", |fabric| async move {
+        let go_on = std::sync::Arc::new(tokio::sync::Notify::new());
+        let heard = go_on.clone();
+        let running = Running::start(
+            fabric
+                .worker("math")
+                .handle(
+                    "add",
+                    handler_fn(|_| async move { Ok(HandlerReply::raw("4")) }),
+                )
+                .handle(
+                    "slow",
+                    handler_fn(move |request| {
+                        let heard = heard.clone();
+                        async move {
+                            let fail = |e: agdx::ProduceError| HandlerError::retryable(e.to_string());
+                            let mut writer = request
+                                .stream(StreamPurpose::Chat, None)
+                                .ok_or_else(|| HandlerError::fatal("a stream answers a command"))?;
+                            writer.send(b"first ".to_vec()).await.map_err(fail)?;
+                            heard.notified().await;
+                            writer
+                                .finish(b"last".to_vec(), Some("stop"), None)
+                                .await
+                                .map_err(fail)?;
+                            Ok(HandlerReply::Streamed)
+                        }
+                    }),
+                ),
+        );
+        let requester = fabric.requester("asker");
+        let conversation = new_conversation_id();
+        let add = |n: usize| {
+            CommandRequest::new("add", format!("question {n}").into_bytes())
+                .to(agent_id("math"))
+                .conversation(conversation)
+        };
+        for n in 0..6 {
+            requester.ask(add(n), ANSWER).await.expect("an answer");
+        }
+        let mut slow = requester
+            .send(
+                CommandRequest::new("slow", b"take your time".to_vec())
+                    .to(agent_id("math"))
+                    .conversation(conversation),
+            )
+            .await
+            .expect("send");
+        assert!(
+            matches!(
+                slow.next(ANSWER).await.expect("a reply"),
+                agdx::ReplyEvent::Chunk { .. }
+            ),
+            "the stream's first chunk comes first"
+        );
+
+        let (log, topology) = (fabric.log.clone(), fabric.topology.clone());
+        let mut first = ConversationContext::resume(log.clone(), &topology, conversation)
+            .await
+            .expect("a context");
+        assert!(first.resumed_from().is_none(), "no snapshot yet");
+        let read_before = first.catch_up().await.expect("read");
+        first
+            .save()
+            .await
+            .expect("save")
+            .expect("something was read, so a snapshot");
+
+        go_on.notify_one();
+        while !matches!(
+            slow.next(ANSWER).await.expect("a reply"),
+            agdx::ReplyEvent::StreamEnd(_)
+        ) {}
+        requester.ask(add(6), ANSWER).await.expect("an answer");
+
+        let texts = |turns: Vec<agdx::replay::Turn>| -> Vec<(Role, String)> {
+            turns
+                .into_iter()
+                .map(|t| (t.role, String::from_utf8(t.body).expect("text")))
+                .collect()
+        };
+        let mut whole = ConversationContext::from_start(log.clone(), &topology, conversation);
+        let read_whole = whole.catch_up().await.expect("read");
+        let expected = texts(whole.turns(&ContextPolicy::default()));
+        assert_eq!(expected.len(), 16, "7 asks, their answers and the stream: {expected:?}");
+        assert!(expected.contains(&(Role::Assistant, "first last".to_owned())));
+
+        let mut resumed = ConversationContext::resume(log.clone(), &topology, conversation)
+            .await
+            .expect("a context");
+        assert!(resumed.resumed_from().is_some(), "it starts from the snapshot");
+        let read_after = resumed.catch_up().await.expect("read");
+        assert_eq!(texts(resumed.turns(&ContextPolicy::default())), expected);
+        assert!(
+            read_after < read_whole && read_after < read_before,
+            "a resumed reading reads what follows the snapshot: {read_after} records, where the whole conversation is {read_whole}"
+        );
+        assert_eq!(
+            texts(resumed.turns(&ContextPolicy::default().last(3))),
+            expected[13..],
+            "policies apply to the resumed turns"
+        );
+
+        // `agdx context` starts from the snapshot too, and `--from-start`
+        // reads everything; both print the same turns.
+        let (code, resumed_out, stderr) = fabric
+            .run_agdx(&["context", &conversation.to_string(), "--json", "--save"])
+            .await;
+        assert_eq!(code, 0, "{stderr}");
+        assert!(stderr.contains("saved a context snapshot"), "{stderr}");
+        let (code, whole_out, stderr) = fabric
+            .run_agdx(&["context", &conversation.to_string(), "--json", "--from-start"])
+            .await;
+        assert_eq!(code, 0, "{stderr}");
+        assert_eq!(resumed_out.lines().count(), 16);
+        assert_eq!(resumed_out, whole_out);
         running.stop().await;
     })
     .await;
