@@ -37,8 +37,9 @@ pub struct WorkerArgs {
 
     /// Run CMD with `sh -c` per command: body on stdin; AGDX_OPERATION, AGDX_CONVERSATION,
     /// AGDX_CORRELATION, AGDX_RECORD, AGDX_SOURCE, AGDX_ATTEMPT, AGDX_DEADLINE, AGDX_IDEMPOTENCY_KEY,
-    /// AGDX_BRIDGE_HOPS and AGDX_REPORT (a file for JSON-line reports: progress, finish_reason,
-    /// usage, tool, task_state, metadata) in the environment.
+    /// AGDX_BRIDGE_HOPS, AGDX_REPORT (a file for JSON-line reports: progress, finish_reason,
+    /// usage, tool, task_state, metadata, input_required) and AGDX_INPUT (a named pipe to read
+    /// the caller's answer from, after an input_required report) in the environment.
     /// Exit 0 answers with stdout; exit 75 is retried; any other exit is an error reply with stderr.
     #[arg(long, value_name = "CMD")]
     pub exec: Option<String>,

@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncSeekExt, AsyncWriteExt, BufReader};
 use tokio::process::Command;
 
-use super::exec_report::Report;
+use super::exec_report::{Asked, Report};
 use super::handler::{Handler, HandlerError, HandlerReply, Request};
 use super::process_group::ProcessGroup;
 
@@ -21,6 +21,14 @@ const REPORT_EVERY: Duration = Duration::from_millis(100);
 
 /// The most a chunk of `--stream bytes` carries (one read).
 const READ_CHUNK: usize = 64 * 1024;
+
+/// How long a command that asked for input waits for it when the command
+/// has no deadline (the pool's handler limit still applies).
+const INPUT_WAIT: Duration = Duration::from_secs(3600);
+
+/// How often the answer to a prompt tries again to reach a command that
+/// has not opened `AGDX_INPUT` yet.
+const INPUT_OPEN_EVERY: Duration = Duration::from_millis(20);
 
 /// How an [`ExecHandler`] answers: stdout as one response, or as a chunk
 /// stream while the command writes it.
@@ -57,6 +65,9 @@ pub enum ExecOutput {
 /// `task_state` and metadata by appending JSON lines to the file
 /// `AGDX_REPORT` names (see docs/cli.md, "worker --exec"): a progress line
 /// goes to the requester as it is written, the rest is set on the answer.
+/// A line `{"input_required": PROMPT}` asks the caller for input (as
+/// [`Request::ask_input`] does); the command then reads `AGDX_INPUT` (a
+/// named pipe) to its end for the caller's answer, once per prompt.
 ///
 /// Each call runs in a process group of its own, killed when the call ends
 /// (at the handler limit, or when the pool is told to stop now, too) and
@@ -86,7 +97,7 @@ impl ExecHandler {
     }
 
     /// `sh -c COMMAND` with the request's environment.
-    fn command(&self, request: &Request, report: &std::path::Path) -> Command {
+    fn command(&self, request: &Request, files: &CallFiles) -> Command {
         let e = &request.envelope;
         let mut command = Command::new("sh");
         command
@@ -107,7 +118,8 @@ impl ExecHandler {
             )
             .env("AGDX_SOURCE", e.source.as_str())
             .env("AGDX_ATTEMPT", request.attempt.to_string())
-            .env("AGDX_REPORT", report)
+            .env("AGDX_REPORT", files.report.path())
+            .env("AGDX_INPUT", &files.input)
             .env_remove("AGDX_DEADLINE")
             .env_remove("AGDX_IDEMPOTENCY_KEY")
             .env_remove("AGDX_FENCE")
@@ -143,11 +155,8 @@ impl ExecHandler {
 #[async_trait]
 impl Handler for ExecHandler {
     async fn handle(&self, request: Request) -> Result<HandlerReply, HandlerError> {
-        let report_file = tempfile::Builder::new()
-            .prefix("agdx-report-")
-            .tempfile()
-            .map_err(|err| self.io_failure("creating the AGDX_REPORT file", err))?;
-        let mut command = self.command(&request, report_file.path());
+        let files = CallFiles::new().map_err(|err| self.io_failure("creating AGDX_REPORT", err))?;
+        let mut command = self.command(&request, &files);
         // Killed when this call ends, however it ends.
         let group = ProcessGroup::start()
             .map_err(|err| self.io_failure("starting the process group", err))?;
@@ -175,7 +184,7 @@ impl Handler for ExecHandler {
             }
         };
         let mut report = Report::default();
-        let mut reader = tokio::fs::File::open(report_file.path())
+        let mut reader = tokio::fs::File::open(files.report.path())
             .await
             .map_err(|err| self.io_failure("opening the AGDX_REPORT file", err))?;
         let (status, out) = {
@@ -197,7 +206,7 @@ impl Handler for ExecHandler {
                 loop {
                     tokio::time::sleep(REPORT_EVERY).await;
                     if let Err(failure) = self
-                        .read_report(&request, &mut reader, &mut report, false)
+                        .read_report(&request, (&mut reader, &files.input), &mut report, false)
                         .await
                     {
                         return failure;
@@ -221,7 +230,7 @@ impl Handler for ExecHandler {
         let status = status.map_err(|err| self.io_failure("waiting for the command", err))?;
         let (stdout, stderr) =
             out.map_err(|err| self.io_failure("reading the command's output", err))?;
-        self.read_report(&request, &mut reader, &mut report, true)
+        self.read_report(&request, (&mut reader, &files.input), &mut report, true)
             .await?;
         let stderr = String::from_utf8_lossy(&stderr).trim().to_owned();
         match status.code() {
@@ -270,11 +279,12 @@ impl Handler for ExecHandler {
 
 impl ExecHandler {
     /// Reads what the command appended to its report file since the last
-    /// read, and sends its progress lines on.
+    /// read, sends its progress lines on and asks for the input it wants
+    /// (not `at_end`: the command has exited), giving the answer on `input`.
     async fn read_report(
         &self,
         request: &Request,
-        reader: &mut tokio::fs::File,
+        (reader, input): (&mut tokio::fs::File, &std::path::Path),
         report: &mut Report,
         at_end: bool,
     ) -> Result<(), HandlerError> {
@@ -294,13 +304,101 @@ impl ExecHandler {
             HandlerError::fatal(format!("`{}`: {error}", self.command))
                 .with_code(ErrorCode::ToolFailure)
         })?;
-        for body in progress {
-            if let Err(error) = request.progress(body).await {
-                tracing::warn!(%error, "could not publish a progress report; the command goes on");
+        for asked in progress {
+            match asked {
+                Asked::Progress(body) => {
+                    if let Err(error) = request.progress(body).await {
+                        tracing::warn!(%error, "could not publish a progress report; the command goes on");
+                    }
+                }
+                Asked::Input(_) if at_end => {
+                    tracing::warn!(command = %self.command, "the command asked for input as it exited; nobody reads the answer, so it is not asked");
+                }
+                Asked::Input(prompt) => {
+                    let answer = request
+                        .ask_input(prompt, input_wait(request))
+                        .await
+                        .map_err(|error| self.input_failure(error))?;
+                    give_input(input, &answer)
+                        .await
+                        .map_err(|err| self.io_failure("writing the input to AGDX_INPUT", err))?;
+                }
             }
         }
         Ok(())
     }
+
+    fn input_failure(&self, error: crate::task_states::InputError) -> HandlerError {
+        use crate::task_states::InputError;
+        let message = format!("`{}` asked for input: {error}", self.command);
+        match error {
+            InputError::Produce(_) => HandlerError::retryable(message),
+            _ => HandlerError::fatal(message),
+        }
+    }
+}
+
+/// The files of one call: the report file and the named pipe for input,
+/// removed when the call ends.
+struct CallFiles {
+    report: tempfile::NamedTempFile,
+    input: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl CallFiles {
+    #[allow(unsafe_code, reason = "std cannot make a named pipe")]
+    fn new() -> std::io::Result<Self> {
+        let dir = tempfile::Builder::new().prefix("agdx-call-").tempdir()?;
+        let report = tempfile::Builder::new()
+            .prefix("report-")
+            .tempfile_in(dir.path())?;
+        let input = dir.path().join("input");
+        let path = std::ffi::CString::new(input.as_os_str().as_encoded_bytes())
+            .map_err(std::io::Error::other)?;
+        // SAFETY: `path` is a valid NUL-terminated string for the call.
+        if unsafe { libc::mkfifo(path.as_ptr(), 0o600) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(Self {
+            report,
+            input,
+            _dir: dir,
+        })
+    }
+}
+
+/// How long a command waits for input: until its deadline, else
+/// [`INPUT_WAIT`].
+fn input_wait(request: &Request) -> Duration {
+    match request.envelope.deadline_micros {
+        Some(deadline) => {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_micros() as u64);
+            Duration::from_micros(deadline.saturating_sub(now))
+        }
+        None => INPUT_WAIT,
+    }
+}
+
+/// Writes `answer` into the named pipe `input` once the command opens it
+/// for reading, and closes it: the command reads it to its end. Tries
+/// until the command opens it; bounded by the call, which drops this when
+/// the command exits.
+async fn give_input(input: &std::path::Path, answer: &[u8]) -> std::io::Result<()> {
+    let mut sender = loop {
+        match tokio::net::unix::pipe::OpenOptions::new().open_sender(input) {
+            Ok(sender) => break sender,
+            // No reader yet.
+            Err(error) if error.raw_os_error() == Some(libc::ENXIO) => {
+                tokio::time::sleep(INPUT_OPEN_EVERY).await;
+            }
+            Err(error) => return Err(error),
+        }
+    };
+    sender.write_all(answer).await?;
+    sender.shutdown().await
 }
 
 /// Reads `stdout` to its end: collected (for a response), or sent as chunks

@@ -11,6 +11,7 @@
 //! | `tool` | text | the tool involved |
 //! | `task_state` | a task state name (`completed`, ...) | where the task stands (on a response) |
 //! | `metadata` | `{"key": text, number or bool}` | facts added to the answer's metadata |
+//! | `input_required` | text (or any JSON, sent as its JSON text) | asks the caller for input with this prompt; the answer is read from `AGDX_INPUT` |
 //!
 //! A later line overrides an earlier one key by key (metadata entries are
 //! added). A line that is not such an object fails the command with an
@@ -23,14 +24,24 @@ use serde_json::Value;
 use crate::producer::ReplyFields;
 
 /// The keys a report line may carry.
-const KEYS: [&str; 6] = [
+const KEYS: [&str; 7] = [
     "progress",
     "finish_reason",
     "usage",
     "tool",
     "task_state",
     "metadata",
+    "input_required",
 ];
+
+/// What a report line asks for now, beside the fields it sets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Asked {
+    /// A `status` `progress` with this body.
+    Progress(Vec<u8>),
+    /// The caller's input, prompted with this body.
+    Input(Vec<u8>),
+}
 
 /// A report line that is not one.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -52,10 +63,10 @@ pub(super) struct Report {
 }
 
 impl Report {
-    /// Takes `bytes` appended to the file since the last call; returns the
-    /// bodies of the progress lines among the complete lines, in order.
-    /// With `at_end`, a last line without its newline counts too.
-    pub fn take(&mut self, bytes: &[u8], at_end: bool) -> Result<Vec<Vec<u8>>, ReportError> {
+    /// Takes `bytes` appended to the file since the last call; returns what
+    /// the complete lines ask for now (progress, input), in order. With
+    /// `at_end`, a last line without its newline counts too.
+    pub fn take(&mut self, bytes: &[u8], at_end: bool) -> Result<Vec<Asked>, ReportError> {
         self.partial.extend_from_slice(bytes);
         let mut progress = Vec::new();
         while let Some(end) = self.partial.iter().position(|&b| b == b'\n') {
@@ -69,25 +80,32 @@ impl Report {
         Ok(progress)
     }
 
-    /// Applies one line; the progress body it carries, if any.
-    fn line(&mut self, line: &[u8]) -> Result<Option<Vec<u8>>, ReportError> {
+    /// Applies one line; what it asks for now (progress first).
+    fn line(&mut self, line: &[u8]) -> Result<Vec<Asked>, ReportError> {
         self.lines += 1;
         let fail = |problem: String| ReportError {
             line: self.lines,
             problem,
         };
         if line.iter().all(u8::is_ascii_whitespace) {
-            return Ok(None);
+            return Ok(Vec::new());
         }
         let value: Value = serde_json::from_slice(line)
             .map_err(|e| fail(format!("{e}; each line is one JSON object")))?;
         let Value::Object(object) = value else {
             return Err(fail(format!("expected a JSON object with any of {KEYS:?}")));
         };
-        let mut progress = None;
+        let (mut progress, mut input) = (None, None);
         for (key, value) in object {
             match key.as_str() {
-                "progress" => progress = Some(value.to_string().into_bytes()),
+                "progress" => progress = Some(Asked::Progress(value.to_string().into_bytes())),
+                "input_required" => {
+                    let prompt = match value {
+                        Value::String(text) => text.into_bytes(),
+                        other => other.to_string().into_bytes(),
+                    };
+                    input = Some(Asked::Input(prompt));
+                }
                 "finish_reason" => {
                     self.fields.finish_reason = Some(text(&key, value).map_err(fail)?)
                 }
@@ -115,7 +133,7 @@ impl Report {
                 }
             }
         }
-        Ok(progress)
+        Ok(progress.into_iter().chain(input).collect())
     }
 }
 
@@ -184,7 +202,7 @@ mod tests {
                 false,
             )
             .expect("a report");
-        assert_eq!(progress, [b"{\"done\":1}".to_vec()]);
+        assert_eq!(progress, [Asked::Progress(b"{\"done\":1}".to_vec())]);
         assert_eq!(
             report.fields.finish_reason, None,
             "the line is not complete yet"
@@ -202,6 +220,25 @@ mod tests {
         let metadata = report.fields.metadata.expect("metadata");
         assert_eq!(metadata.get("model").and_then(Scalar::as_str), Some("m"));
         assert_eq!(metadata.get("n").and_then(Scalar::as_u64), Some(2));
+    }
+
+    #[test]
+    fn an_input_line_asks_with_its_prompt_after_its_progress() {
+        let mut report = Report::default();
+        let asked = report
+            .take(
+                b"{\"input_required\": \"which day?\", \"progress\": 1}\n{\"input_required\": {\"q\": 2}}\n",
+                false,
+            )
+            .expect("a report");
+        assert_eq!(
+            asked,
+            [
+                Asked::Progress(b"1".to_vec()),
+                Asked::Input(b"which day?".to_vec()),
+                Asked::Input(b"{\"q\":2}".to_vec()),
+            ]
+        );
     }
 
     #[test]

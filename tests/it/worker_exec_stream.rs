@@ -1,7 +1,8 @@
 //! An `--exec` command answering as it writes: each line (or read) of its
 //! stdout a chunk as soon as it is written, the stream ended when it exits
 //! (with an error on a failure); and what it reports through the file
-//! `AGDX_REPORT` names (progress now, usage and the rest on the answer).
+//! `AGDX_REPORT` names (progress now, usage and the rest on the answer),
+//! and input asked for there and read from `AGDX_INPUT`.
 
 use std::path::Path;
 
@@ -216,4 +217,41 @@ async fn a_line_longer_than_a_chunk_goes_out_in_pieces() {
     }
     assert_eq!(sizes, [65_536, 100_001 - 65_536]);
     running.stop().await;
+}
+
+/// An `--exec` command asks its caller for input through `AGDX_REPORT`,
+/// reads the answer from `AGDX_INPUT` and goes on; asked twice, it gets
+/// each answer in turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_asks_its_caller_for_input_and_reads_the_answer() {
+    on_every_fabric("exec-input", |fabric| async move {
+        let command = r#"echo '{"input_required": "which day?"}' >> "$AGDX_REPORT"; day=$(cat "$AGDX_INPUT"); echo '{"input_required": "which room?"}' >> "$AGDX_REPORT"; room=$(cat "$AGDX_INPUT"); printf 'booked %s on %s' "$room" "$day""#;
+        let running = shell(&fabric, command, ExecOutput::Response);
+        let requester = fabric.requester("asker");
+        let mut watch = requester.send(run()).await.expect("send");
+        let mut prompts = Vec::new();
+        let reply = loop {
+            match watch.next(ANSWER).await.expect("a reply") {
+                ReplyEvent::Status(status)
+                    if status.envelope.task_state
+                        == Some(agdx::wire::TaskState::InputRequired) =>
+                {
+                    let prompt = String::from_utf8(status.body.clone()).expect("text");
+                    let answer = if prompt == "which day?" { "monday" } else { "room 7" };
+                    prompts.push(prompt);
+                    watch
+                        .provide_input(&status, answer.as_bytes().to_vec())
+                        .await
+                        .expect("answer the prompt");
+                }
+                ReplyEvent::Status(_) => {}
+                ReplyEvent::Response(reply) => break reply,
+                other => panic!("unexpected {other:?}"),
+            }
+        };
+        assert_eq!(prompts, ["which day?", "which room?"]);
+        assert_eq!(String::from_utf8_lossy(&reply.body), "booked room 7 on monday");
+        running.stop().await;
+    })
+    .await;
 }
