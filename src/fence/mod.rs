@@ -15,7 +15,11 @@
 //! partition in its group), stops starting work, publishes and commits
 //! what it handled, and appends a *release* of its token. The newcomer
 //! claims once the release is there, or once [`Fences::handover`]'s wait
-//! has passed without one (a holder that crashed or is cut off). So a
+//! has passed without one (a holder that crashed or is cut off). A holder
+//! that is still finishing says so (a *handing* record, about every
+//! quarter of the wait) and the wait starts over from each, so a live but
+//! slow holder (a loaded machine, a slow handler) is not taken for a dead
+//! one, up to [`HANDOVER_PATIENCE`] times the wait. So a
 //! holder that hands over in time has nothing in hand for the newcomer to
 //! run again, and a token released before the next claim is never stale:
 //! everything its holder wrote came before the release.
@@ -82,6 +86,9 @@ enum Kind {
     Request,
     /// The holder of [`ClaimRecord::released`] writes nothing more.
     Release,
+    /// The holder of [`ClaimRecord::released`] was asked and is finishing
+    /// what it has in hand: its release follows.
+    Handing,
 }
 
 impl Kind {
@@ -167,6 +174,10 @@ const CLAIM_MARK: u8 = 1;
 /// Claims read per poll.
 const CLAIM_POLL: u32 = 512;
 
+/// How many handover waits a newcomer waits at most for a holder that
+/// keeps saying it is finishing.
+pub const HANDOVER_PATIENCE: u32 = 6;
+
 /// The claim behind `record`, when it is one.
 fn claim_of(record: &LogRecord) -> Option<ClaimRecord> {
     let claim: ClaimRecord = ciborium::from_reader(&record.payload[..]).ok()?;
@@ -196,6 +207,8 @@ struct Known {
     requested: HashMap<Claimed, u64>,
     /// Where each released token's first release sits.
     released: HashMap<u64, u64>,
+    /// Where each token's newest handing record sits.
+    handing: HashMap<u64, u64>,
     /// Where each record read sits, by nonce: how a writer finds its own.
     by_nonce: HashMap<String, u64>,
 }
@@ -224,6 +237,12 @@ impl Known {
                     *first = (*first).min(offset);
                 }
             }
+            Kind::Handing => {
+                if let Some(token) = record.released {
+                    let newest = self.handing.entry(token).or_insert(offset);
+                    *newest = (*newest).max(offset);
+                }
+            }
         }
         self.by_nonce.insert(record.nonce, offset);
     }
@@ -248,17 +267,26 @@ impl Known {
         }
     }
 
+    /// The claim before `request` of the same partition, if any.
+    fn previous(&self, request: u64) -> Option<u64> {
+        let claimed = self.by_token.get(&request)?;
+        self.claims
+            .get(claimed)
+            .and_then(|claims| claims.range(..request).next_back())
+            .copied()
+    }
+
     /// Whether the claim before `request` (of the same partition), if any,
     /// was released.
     fn released_before(&self, request: u64) -> bool {
-        let Some(claimed) = self.by_token.get(&request) else {
-            return true;
-        };
-        let previous = self
-            .claims
-            .get(claimed)
-            .and_then(|claims| claims.range(..request).next_back());
-        previous.is_none_or(|token| self.released.contains_key(token))
+        self.previous(request)
+            .is_none_or(|token| self.released.contains_key(&token))
+    }
+
+    /// Where the newest handing record of the claim before `request` sits.
+    fn handing_before(&self, request: u64) -> Option<u64> {
+        self.previous(request)
+            .and_then(|token| self.handing.get(&token).copied())
     }
 }
 
@@ -302,6 +330,19 @@ impl Fences {
     /// Says that the holder of `token` writes nothing more. A release that
     /// lies before the next claim keeps the token from ever being stale.
     pub(crate) async fn release(&self, token: u64, member: &str) -> Result<(), FenceError> {
+        self.append_about(Kind::Release, token, member).await
+    }
+
+    /// Says that the holder of `token` was asked for its partition and is
+    /// finishing: its next holder's wait starts over (see
+    /// [`Self::handover`]).
+    pub(crate) async fn handing(&self, token: u64, member: &str) -> Result<(), FenceError> {
+        self.append_about(Kind::Handing, token, member).await
+    }
+
+    /// Appends a `kind` record about the claim `token` (nothing when its
+    /// claim is not on the log).
+    async fn append_about(&self, kind: Kind, token: u64, member: &str) -> Result<(), FenceError> {
         let claimed = {
             let mut known = self.known.lock().await;
             self.cover(&mut known, token).await?;
@@ -310,29 +351,42 @@ impl Fences {
         let Some(claimed) = claimed else {
             return Ok(());
         };
-        self.append_own(Kind::Release, claimed, member, Some(token))
+        self.append_own(kind, claimed, member, Some(token))
             .await
             .map(drop)
     }
 
     /// Waits until the holder before `request` releases the partition,
-    /// reading the claims every `every`, for at most `wait`. A failed read
-    /// is tried at the next; bounded by `wait`.
+    /// reading the claims every `every`, for `wait` after the request or
+    /// after the holder's newest handing record, whichever is later, and
+    /// never longer than [`HANDOVER_PATIENCE`] times `wait` in all. A
+    /// failed read is tried at the next.
     pub(crate) async fn handover(&self, request: u64, wait: Duration, every: Duration) -> Handover {
-        let deadline = tokio::time::Instant::now() + wait;
+        let started = tokio::time::Instant::now();
+        let limit = started + wait * HANDOVER_PATIENCE;
+        let mut deadline = started + wait;
+        let mut sign = None;
         loop {
-            let released = {
+            let (released, handing) = {
                 let mut known = self.known.lock().await;
                 match self.cover_previous(&mut known, request).await {
-                    Ok(()) => known.released_before(request),
+                    Ok(()) => (
+                        known.released_before(request),
+                        known.handing_before(request),
+                    ),
                     Err(error) => {
                         tracing::debug!(%error, "could not read the partition claims; reading again");
-                        false
+                        (false, None)
                     }
                 }
             };
             if released {
                 return Handover::Released;
+            }
+            if handing > sign {
+                // The holder is alive and finishing: wait for it anew.
+                sign = handing;
+                deadline = limit.min(tokio::time::Instant::now() + wait);
             }
             if tokio::time::Instant::now() >= deadline {
                 return Handover::TimedOut;

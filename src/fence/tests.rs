@@ -178,6 +178,72 @@ async fn a_holder_that_never_hands_over_is_claimed_after_the_wait_and_stale() {
 }
 
 #[tokio::test]
+async fn a_holder_that_says_it_is_finishing_is_waited_for_past_the_wait() {
+    let (log, commands, snapshots) = fixture().await;
+    let holder = Fences::new(log.clone(), snapshots.clone());
+    let newcomer = Fences::new(log.clone(), snapshots.clone());
+    let old = holder.claim(&commands, "pool", 0, "m1").await.unwrap();
+    let request = newcomer.request(&commands, "pool", 0, "m2").await.unwrap();
+    let wait = Duration::from_millis(300);
+    // Finishing for three waits, saying so every third of one, then
+    // releasing.
+    let finishing = {
+        let holder = holder.clone();
+        tokio::spawn(async move {
+            for _ in 0..9 {
+                tokio::time::sleep(wait / 3).await;
+                holder.handing(old, "m1").await.unwrap();
+            }
+            holder.release(old, "m1").await.unwrap();
+        })
+    };
+    let started = std::time::Instant::now();
+    assert_eq!(
+        newcomer.handover(request, wait, SOON).await,
+        Handover::Released,
+        "a live holder's release is waited for"
+    );
+    assert!(started.elapsed() >= 2 * wait, "{:?}", started.elapsed());
+    finishing.await.unwrap();
+    let new = newcomer.claim(&commands, "pool", 0, "m2").await.unwrap();
+    assert!(!holder.is_stale(old).await.unwrap(), "it released in time");
+    assert!(newcomer.is_current(new).await.unwrap());
+
+    // A holder that goes silent is claimed a wait after its last word,
+    // and one that never stops saying it is not waited for forever.
+    let request = holder.request(&commands, "pool", 0, "m1").await.unwrap();
+    newcomer.handing(new, "m2").await.unwrap();
+    let started = std::time::Instant::now();
+    assert_eq!(
+        holder.handover(request, wait, SOON).await,
+        Handover::TimedOut
+    );
+    let waited = started.elapsed();
+    assert!(waited >= wait && waited < 3 * wait, "{waited:?}");
+    let request = holder.request(&commands, "pool", 0, "m1").await.unwrap();
+    let chatty = {
+        let newcomer = newcomer.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(wait / 3).await;
+                newcomer.handing(new, "m2").await.unwrap();
+            }
+        })
+    };
+    let started = std::time::Instant::now();
+    assert_eq!(
+        holder.handover(request, wait, SOON).await,
+        Handover::TimedOut
+    );
+    chatty.abort();
+    let waited = started.elapsed();
+    assert!(
+        waited >= wait * HANDOVER_PATIENCE && waited < wait * (HANDOVER_PATIENCE + 2),
+        "{waited:?}"
+    );
+}
+
+#[tokio::test]
 async fn a_new_process_finds_the_previous_holder_far_back_in_the_claims() {
     let (log, commands, snapshots) = fixture().await;
     let holder = Fences::new(log.clone(), snapshots.clone());

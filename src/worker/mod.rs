@@ -106,7 +106,10 @@ pub struct WorkerConfig {
     /// How long a member given a partition waits for its previous holder
     /// to hand it over (docs/runtime.md, "Fencing") before claiming it
     /// anyway. A holder that stopped cleanly hands over at once; this wait
-    /// is paid only after one crashed or was cut off from the log.
+    /// is paid only after one crashed or was cut off from the log. A holder
+    /// still finishing says so about every quarter of this wait, and each
+    /// time the wait starts over (up to [`crate::fence::HANDOVER_PATIENCE`]
+    /// times this in all).
     pub handover_wait: Duration,
     /// While a handler runs longer than this, a `status` `progress` record
     /// goes to its requester every interval (which keeps it waiting).

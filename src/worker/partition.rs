@@ -15,8 +15,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::AbortOnDropHandle;
 
-use crate::fence::{FenceError, Handover, Standing};
+use crate::fence::{FenceError, Fences, Handover, Standing};
 
 use crate::idempotency::StoreError;
 use crate::log::{DEFAULT_POLL_WAIT, LogError, LogRecord, TopicInfo};
@@ -40,6 +41,12 @@ pub(super) async fn partition_loop(
     let Some(fence) = take_over(&ctx, partition, &cancel).await else {
         return;
     };
+    let handing = AbortOnDropHandle::new(tokio::spawn(keep_handing(
+        ctx.fences.clone(),
+        fence,
+        ctx.member.clone(),
+        ctx.config.handover_wait / 4,
+    )));
     let mut from = None;
     let mut failures = 0u32;
     let mut checked = Instant::now();
@@ -80,7 +87,28 @@ pub(super) async fn partition_loop(
             }
         }
     }
+    drop(handing);
     release(&ctx, partition, fence).await;
+}
+
+/// While another member asks for the partition held under `fence`, says
+/// every `every` that this holder is alive and finishing, so the newcomer
+/// waits for its release instead of taking it for a crashed holder. Runs
+/// until aborted (the partition loop's end) or the holder is fenced.
+async fn keep_handing(fences: Arc<Fences>, fence: u64, member: String, every: Duration) {
+    loop {
+        tokio::time::sleep(every).await;
+        match fences.standing(fence).await {
+            Ok(Standing::Asked) => {
+                if let Err(error) = fences.handing(fence, &member).await {
+                    tracing::debug!(%error, fence, "could not say the partition is being handed over");
+                }
+            }
+            Ok(Standing::Stale) => return,
+            Ok(Standing::Current) => {}
+            Err(error) => tracing::debug!(%error, fence, "could not read the partition claims"),
+        }
+    }
 }
 
 /// How long a partition task waits for its release to reach the log.

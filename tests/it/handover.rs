@@ -9,10 +9,11 @@
 use crate::support;
 
 use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agdx::wire::Kind;
-use agdx::worker::{EchoHandler, Worker, WorkerConfig};
+use agdx::worker::{EchoHandler, HandlerReply, Worker, WorkerConfig, handler_fn};
 use agdx::{Answer, CommandRequest};
 use support::fabric::{
     ANSWER, Fabric, Running, agent_id, embedded_fabric, lines_of, on_every_fabric, quick_config,
@@ -156,4 +157,82 @@ async fn a_pool_stopped_while_claiming_leaves_every_partition_free() {
         }
         next.stop().await;
     }
+}
+
+/// A holder slower to hand over than the handover wait (its keyed handler
+/// runs for several waits when a new member asks for the partition) says
+/// it is finishing, and the newcomer waits for its release instead of
+/// claiming the partition and running the key again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_holder_slower_than_the_wait_is_waited_for() {
+    on_every_fabric("handover_slow_holder", |fabric| async move {
+        let wait = Duration::from_millis(400);
+        let runs: Arc<Mutex<HashMap<String, usize>>> = Arc::default();
+        let worker = |n: usize| {
+            let config = WorkerConfig {
+                handover_wait: wait,
+                concurrency: 8,
+                ..quick_config(fabric.dir.path().join(format!("state-{n}")))
+            };
+            let runs = runs.clone();
+            Worker::new(fabric.producer("slowpoke"), config).handle(
+                "slow",
+                handler_fn(move |request| {
+                    let runs = runs.clone();
+                    async move {
+                        let key = request.envelope.idempotency_key.clone();
+                        let key = key.map(|k| k.to_string()).unwrap_or_default();
+                        *runs.lock().expect("runs").entry(key).or_default() += 1;
+                        tokio::time::sleep(wait * 4).await;
+                        Ok(HandlerReply::raw("done"))
+                    }
+                }),
+            )
+        };
+        let first = Running::start(worker(1));
+        let requester = fabric.requester("asker");
+        let partitions = fabric.topology.commands.partitions.get();
+        let mut watches = Vec::new();
+        for partition in 0..partitions {
+            let request = CommandRequest::new("slow", b"take your time".to_vec())
+                .to(agent_id("slowpoke"))
+                .conversation(conversation_in(&fabric, partition))
+                .idempotency_key(format!("key-{partition}").parse().expect("a key"));
+            watches.push(requester.send(request).await.expect("send"));
+        }
+        eventually(
+            "the first pool to run a handler on every partition",
+            || async { (runs.lock().expect("runs").len() == partitions as usize).then_some(()) },
+        )
+        .await;
+        // Joins while every partition has a handler in flight.
+        let second = Running::start(worker(2));
+        for mut watch in watches {
+            loop {
+                match watch.next(ANSWER).await.expect("an answer") {
+                    agdx::ReplyEvent::Response(reply) => {
+                        assert_eq!(reply.body, b"done");
+                        break;
+                    }
+                    agdx::ReplyEvent::Status(_) => {}
+                    other => panic!("unexpected {other:?}"),
+                }
+            }
+        }
+        // Each partition's next command, now on whichever member holds it.
+        for partition in 0..partitions {
+            let request = CommandRequest::new("slow", b"again".to_vec())
+                .to(agent_id("slowpoke"))
+                .conversation(conversation_in(&fabric, partition))
+                .idempotency_key(format!("after-{partition}").parse().expect("a key"));
+            let answer = requester.ask(request, ANSWER).await;
+            assert!(matches!(answer, Ok(Answer::Response(_))), "{answer:?}");
+        }
+        let runs = runs.lock().expect("runs").clone();
+        let repeated: Vec<_> = runs.iter().filter(|(_, n)| **n > 1).collect();
+        assert!(repeated.is_empty(), "keys run more than once: {repeated:?}");
+        second.stop().await;
+        first.stop().await;
+    })
+    .await;
 }
