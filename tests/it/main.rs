@@ -39,6 +39,7 @@ mod cli_terminal_safety;
 mod cli_which_log;
 mod context;
 mod demo;
+mod deploy_compose;
 mod dlq_redrive;
 mod fencing;
 mod fold_snapshot;

@@ -84,8 +84,15 @@ fn delete_orphans() {
         if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
             kill_all_in(&namespace);
             let _ = ip(&["netns", "del", &namespace]);
+            let _ = std::fs::remove_dir_all(names_dir(&namespace));
         }
     }
+}
+
+/// Where `ip netns exec` finds the files it puts over `/etc` for the
+/// programs of `namespace` (its `hosts` among them).
+fn names_dir(namespace: &str) -> String {
+    format!("/etc/netns/{namespace}")
 }
 
 /// Kills (SIGKILL) every process running in `namespace`.
@@ -187,6 +194,23 @@ impl Network {
     pub fn restore(&self, n: usize) -> Result<(), String> {
         ip(&["-n", &self.switch, "link", "set", &self.hosts[n].port, "up"])
     }
+
+    /// Gives host `n` the name `names[n]` on every host (an `/etc/hosts`
+    /// of their own, which `ip netns exec` mounts over the machine's), so
+    /// programs reach each other by name as on a compose network.
+    pub fn name_hosts(&self, names: &[&str]) -> Result<(), String> {
+        let mut hosts = String::from("127.0.0.1 localhost\n");
+        for (host, name) in self.hosts.iter().zip(names) {
+            hosts.push_str(&format!("{} {name}\n", host.address));
+        }
+        for host in &self.hosts {
+            let dir = names_dir(&host.namespace);
+            std::fs::create_dir_all(&dir)
+                .and_then(|()| std::fs::write(format!("{dir}/hosts"), &hosts))
+                .map_err(|e| format!("cannot write {dir}/hosts: {e}"))?;
+        }
+        Ok(())
+    }
 }
 
 impl Host {
@@ -206,6 +230,7 @@ impl Drop for Network {
         for host in &self.hosts {
             kill_all_in(&host.namespace);
             let _ = ip(&["netns", "del", &host.namespace]);
+            let _ = std::fs::remove_dir_all(names_dir(&host.namespace));
         }
         let _ = ip(&["netns", "del", &self.switch]);
     }
