@@ -13,7 +13,11 @@
 //! A partition changes hands in three records. The member taking it over
 //! first appends a *request*: the current holder, seeing it (or losing the
 //! partition in its group), stops starting work, publishes and commits
-//! what it handled, and appends a *release* of its token. The newcomer
+//! what it handled, and appends a *release* of its token. A request counts
+//! against any holder that asked before it, even one whose claim comes
+//! after it: two members taking a partition over at once (a group's
+//! assignment moving while both start) settle it the same way, the later
+//! asker waiting for the earlier one's release. The newcomer
 //! claims once the release is there, or once [`Fences::handover`]'s wait
 //! has passed without one (a holder that crashed or is cut off). A holder
 //! that is still finishing says so (a *handing* record, about every
@@ -35,7 +39,7 @@
 //! holder writes, and as the record header [`FENCE_HEADER`] (same name, a
 //! `u64`) on its dead-letter capsules, whose format has no metadata.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -203,8 +207,10 @@ struct Known {
     by_token: HashMap<u64, Claimed>,
     /// The offsets of the claims of each partition.
     claims: HashMap<Claimed, BTreeSet<u64>>,
-    /// The newest request for each partition.
-    requested: HashMap<Claimed, u64>,
+    /// The requests for each partition: where each sits, and whose.
+    requests: HashMap<Claimed, BTreeMap<u64, String>>,
+    /// The member of each claim.
+    claimant: HashMap<u64, String>,
     /// Where each released token's first release sits.
     released: HashMap<u64, u64>,
     /// Where each token's newest handing record sits.
@@ -222,13 +228,13 @@ impl Known {
                     .or_default()
                     .insert(offset);
                 self.by_token.insert(offset, record.claimed);
+                self.claimant.insert(offset, record.member.clone());
             }
             Kind::Request => {
-                let newest = self
-                    .requested
+                self.requests
                     .entry(record.claimed.clone())
-                    .or_insert(offset);
-                *newest = (*newest).max(offset);
+                    .or_default()
+                    .insert(offset, record.member.clone());
                 self.by_token.insert(offset, record.claimed);
             }
             Kind::Release => {
@@ -261,31 +267,47 @@ impl Known {
                 _ => Standing::Stale,
             };
         }
-        match self.requested.get(claimed) {
-            Some(&request) if request > token => Standing::Asked,
-            _ => Standing::Current,
+        // Asked by any request after the holder's own: also one that came
+        // between its request and its claim (two members taking the
+        // partition over at once, as a group's assignment moves), whose
+        // member waits for this claim's release.
+        let Some(requests) = self.requests.get(claimed) else {
+            return Standing::Current;
+        };
+        let holder = self.claimant.get(&token);
+        let own = requests
+            .range(..token)
+            .rev()
+            .find(|(_, member)| Some(*member) == holder)
+            .map_or(token, |(&offset, _)| offset);
+        match requests.range(own + 1..).next_back() {
+            Some(_) => Standing::Asked,
+            None => Standing::Current,
         }
     }
 
-    /// The claim before `request` of the same partition, if any.
-    fn previous(&self, request: u64) -> Option<u64> {
+    /// The newest claim of the partition `request` asks for: the holder
+    /// to wait for, whether it claimed before the request or after it
+    /// (having asked first).
+    fn holder_for(&self, request: u64) -> Option<u64> {
         let claimed = self.by_token.get(&request)?;
         self.claims
             .get(claimed)
-            .and_then(|claims| claims.range(..request).next_back())
+            .and_then(|claims| claims.last())
             .copied()
     }
 
-    /// Whether the claim before `request` (of the same partition), if any,
-    /// was released.
-    fn released_before(&self, request: u64) -> bool {
-        self.previous(request)
+    /// Whether the holder `request` waits for, if any, released the
+    /// partition.
+    fn released_for(&self, request: u64) -> bool {
+        self.holder_for(request)
             .is_none_or(|token| self.released.contains_key(&token))
     }
 
-    /// Where the newest handing record of the claim before `request` sits.
-    fn handing_before(&self, request: u64) -> Option<u64> {
-        self.previous(request)
+    /// Where the newest handing record of the holder `request` waits for
+    /// sits.
+    fn handing_for(&self, request: u64) -> Option<u64> {
+        self.holder_for(request)
             .and_then(|token| self.handing.get(&token).copied())
     }
 }
@@ -356,7 +378,8 @@ impl Fences {
             .map(drop)
     }
 
-    /// Waits until the holder before `request` releases the partition,
+    /// Waits until the partition's newest holder releases it (one that
+    /// claimed it before `request`, or after it, having asked first),
     /// reading the claims every `every`, for `wait` after the request or
     /// after the holder's newest handing record, whichever is later, and
     /// never longer than [`HANDOVER_PATIENCE`] times `wait` in all. A
@@ -370,10 +393,7 @@ impl Fences {
             let (released, handing) = {
                 let mut known = self.known.lock().await;
                 match self.cover_previous(&mut known, request).await {
-                    Ok(()) => (
-                        known.released_before(request),
-                        known.handing_before(request),
-                    ),
+                    Ok(()) => (known.released_for(request), known.handing_for(request)),
                     Err(error) => {
                         tracing::debug!(%error, "could not read the partition claims; reading again");
                         (false, None)

@@ -243,6 +243,55 @@ async fn a_holder_that_says_it_is_finishing_is_waited_for_past_the_wait() {
     );
 }
 
+/// Two members take a partition over at once: the first asks, then the
+/// second, then the first (finding no holder) claims. The first is asked
+/// by the second's request, though it came before its claim, and the
+/// second waits for the first's release instead of claiming over it.
+#[tokio::test]
+async fn a_request_before_an_earlier_askers_claim_waits_for_that_claim() {
+    let (log, commands, snapshots) = fixture().await;
+    let first = Fences::new(log.clone(), snapshots.clone());
+    let second = Fences::new(log.clone(), snapshots.clone());
+    let asked_first = first.request(&commands, "pool", 7, "m1").await.unwrap();
+    let asked_second = second.request(&commands, "pool", 7, "m2").await.unwrap();
+    assert_eq!(
+        first
+            .handover(asked_first, Duration::from_secs(30), SOON)
+            .await,
+        Handover::Released,
+        "nobody held the partition"
+    );
+    let token = first.claim(&commands, "pool", 7, "m1").await.unwrap();
+    assert_eq!(
+        first.standing(token).await.unwrap(),
+        Standing::Asked,
+        "the second member's request stands, though it came before the claim"
+    );
+    let wait = Duration::from_millis(200);
+    assert_eq!(
+        second.handover(asked_second, wait, SOON).await,
+        Handover::TimedOut,
+        "the first member's claim is waited for"
+    );
+    first.release(token, "m1").await.unwrap();
+    assert_eq!(
+        second.handover(asked_second, wait, SOON).await,
+        Handover::Released
+    );
+    let next = second.claim(&commands, "pool", 7, "m2").await.unwrap();
+    assert!(!first.is_stale(token).await.unwrap(), "released in time");
+    assert_eq!(second.standing(next).await.unwrap(), Standing::Current);
+    // The holder's own request, and one of its own from before, ask
+    // nothing of it.
+    let (log, commands, snapshots) = fixture().await;
+    let alone = Fences::new(log, snapshots);
+    alone.request(&commands, "pool", 1, "m1").await.unwrap();
+    let asked = alone.request(&commands, "pool", 1, "m1").await.unwrap();
+    assert_eq!(alone.handover(asked, wait, SOON).await, Handover::Released);
+    let token = alone.claim(&commands, "pool", 1, "m1").await.unwrap();
+    assert_eq!(alone.standing(token).await.unwrap(), Standing::Current);
+}
+
 #[tokio::test]
 async fn a_new_process_finds_the_previous_holder_far_back_in_the_claims() {
     let (log, commands, snapshots) = fixture().await;
