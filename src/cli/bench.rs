@@ -20,6 +20,7 @@ mod plain;
 mod startup;
 mod timing;
 mod topology;
+mod worker;
 
 use ask::{AskBenchOptions, run_ask_bench};
 use ax_ipc::{AxIpcBenchOptions, run_ax_ipc_bench};
@@ -31,6 +32,7 @@ use pipeline::{PipelineBenchOptions, run_pipeline_bench};
 use plain::PlainIggyTarget;
 use startup::{StartupBenchOptions, run_startup_bench};
 use topology::{TopologyBenchOptions, run_topology_bench};
+use worker::{PlainWorker, WorkerBenchOptions, run_worker_bench};
 
 /// A stream no earlier run used, so a bench never reads another's records.
 fn fresh_stream(bench: &str) -> String {
@@ -88,6 +90,29 @@ pub enum BenchCommand {
     /// round trip measured in the same run; then asks with task states
     /// taking turns with asks without, and the ratio of their percentiles.
     Cancel(CancelArgs),
+    /// A worker pool's main job: commands already on the log, answered by
+    /// an echo pool of 1, 2 and 4 members (commands/s from its start to its
+    /// last commit), against a plain loop doing the same I/O with nothing
+    /// of the runtime (plain SQLite on the embedded log, the plain iggy
+    /// client on Iggy), with the ratio ours/plain; and the resident memory
+    /// after 10,000 commands and at the end.
+    Worker(WorkerArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct WorkerArgs {
+    /// Commands on the log before each pool starts.
+    #[arg(long, default_value_t = 100_000)]
+    pub commands: u64,
+    /// Body bytes per command.
+    #[arg(long, value_name = "BYTES", default_value_t = 1024)]
+    pub size: usize,
+    /// Partitions of the bench topics.
+    #[arg(long, default_value_t = 8)]
+    pub partitions: u32,
+    /// Pool sizes, each a run of its own.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4")]
+    pub members: Vec<usize>,
 }
 
 #[derive(Debug, Args)]
@@ -321,6 +346,22 @@ pub async fn run(global: &Global, command: BenchCommand) -> Result<(), Failure> 
             };
             println!("{}", run_cancel_bench(global.open().await?, options).await?);
         }
+        BenchCommand::Worker(args) => {
+            let options = WorkerBenchOptions {
+                commands: args.commands,
+                size: args.size,
+                partitions: args.partitions,
+                members: args.members,
+            };
+            for spec in in_every_mode(global.spec()?) {
+                let plain = match &spec {
+                    LogSpec::Embedded(_) => Some(PlainWorker::Sqlite),
+                    other => PlainIggyTarget::for_spec(other).map(PlainWorker::Iggy),
+                };
+                let log = spec.open().await?;
+                println!("{}", run_worker_bench(log, plain, options.clone()).await?);
+            }
+        }
         BenchCommand::Pipeline(args) => {
             let options = PipelineBenchOptions {
                 commands: args.commands,
@@ -355,6 +396,19 @@ fn percentile(latencies: &[std::time::Duration], fraction: f64) -> std::time::Du
     let last = latencies.len().saturating_sub(1);
     let index = ((last as f64) * fraction.clamp(0.0, 1.0)).round() as usize;
     latencies.get(index).copied().unwrap_or_default()
+}
+
+/// The process's resident memory (`VmRSS`), in KiB.
+fn rss_kib() -> Option<i64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()
 }
 
 /// A duration in milliseconds, for reports.

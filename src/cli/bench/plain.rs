@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 
 use agdx::wire::{HeaderKind, HeaderValue, Headers};
 use iggy::prelude::{
-    Client, Consumer, HeaderKey, HeaderValue as IggyHeaderValue, Identifier, IggyClient, IggyError,
-    IggyMessage, MessageClient, Partitioning, PollingStrategy, StreamClient,
+    Client, Consumer, ConsumerOffsetClient, HeaderKey, HeaderValue as IggyHeaderValue, Identifier,
+    IggyClient, IggyError, IggyMessage, MessageClient, Partitioning, PollingStrategy, StreamClient,
 };
 
 use iggy_common::locking::IggyRwLockFn;
@@ -204,6 +204,45 @@ impl PlainClient {
         }
         let next = polled.messages.last().map_or(from, |m| m.header.offset + 1);
         Ok((polled.messages.len() as u64, next))
+    }
+
+    /// Up to `batch` messages of `partition` from `from`.
+    pub(super) async fn poll_messages(
+        &self,
+        topic: &TopicInfo,
+        partition: u32,
+        from: u64,
+        batch: u32,
+    ) -> Result<Vec<IggyMessage>, LogError> {
+        let (stream, topic_id) = self.ids(topic)?;
+        let polled = self
+            .client
+            .poll_messages(
+                &stream,
+                &topic_id,
+                Some(partition),
+                &self.reader,
+                &PollingStrategy::offset(from),
+                batch,
+                false,
+            )
+            .await
+            .map_err(|e| self.error("polling", e))?;
+        Ok(polled.messages)
+    }
+
+    /// Stores `offset` as this client's consumer offset of `partition`.
+    pub(super) async fn store_offset(
+        &self,
+        topic: &TopicInfo,
+        partition: u32,
+        offset: u64,
+    ) -> Result<(), LogError> {
+        let (stream, topic_id) = self.ids(topic)?;
+        self.client
+            .store_consumer_offset(&self.reader, &stream, &topic_id, Some(partition), offset)
+            .await
+            .map_err(|e| self.error("storing the offset", e))
     }
 
     pub(super) async fn delete_stream(&self, stream_id: u32) -> Result<(), LogError> {

@@ -28,7 +28,7 @@ use agdx::{
 };
 use tokio_util::sync::CancellationToken;
 
-use super::BenchError;
+use super::{BenchError, rss_kib};
 
 /// What to run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -273,19 +273,6 @@ async fn start_once(
         }),
         other => Err(BenchError::Answer(format!("{other:?}"))),
     }
-}
-
-/// The process's resident memory (`VmRSS`), in KiB.
-fn rss_kib() -> Option<i64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))?
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()
 }
 
 fn agent(name: &str) -> AgentId {
