@@ -12,8 +12,9 @@
 //! time with a 1 MiB body (claim checks through the blob store on the
 //! log, crossing hosts both ways). Once it has asked ten times, worker-a is
 //! stopped as `docker compose stop worker-a` stops it (SIGTERM) and the
-//! asks go on, answered by worker-b. Every ask must be answered, the large
-//! bodies intact. Needs root, iproute2 and `AGDX_TEST_IGGY_SERVER`; without
+//! asks go on, answered by worker-b alone; five asks later worker-a is
+//! started again and worker-b stopped, and worker-a answers alone. Every
+//! ask must be answered, in order, the large bodies intact. Needs root, iproute2 and `AGDX_TEST_IGGY_SERVER`; without
 //! them it says so in one line.
 
 use std::collections::BTreeMap;
@@ -222,18 +223,16 @@ async fn the_multi_host_deploy_runs_and_survives_a_stopped_worker_host() {
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
 
-    let mut workers: Vec<_> = [1, 2]
-        .into_iter()
-        .map(|n| {
-            let worker = service(&multi, &base, SERVICES[n]);
-            start(&worker, network.host(n), &host_dir(n), Stdio::null())
-        })
-        .collect();
+    let worker = |n: usize| {
+        let definition = service(&multi, &base, SERVICES[n]);
+        start(&definition, network.host(n), &host_dir(n), Stdio::null())
+    };
+    let (mut worker_a, worker_b) = (worker(1), worker(2));
     let mut asker = start(&requester, network.host(3), &host_dir(3), Stdio::piped());
     let mut lines = BufReader::new(asker.stdout.take().expect("the requester's output")).lines();
     let mut printed = Vec::new();
-    // The next line an ask printed (`agdx init` prints too).
-    let mut next_line = async || loop {
+    // The lines the asks print (`agdx init` prints too) up to ask `n`.
+    let mut asks_up_to = async |n: usize, printed: &mut Vec<String>| loop {
         let line = tokio::time::timeout(LIMIT, lines.next_line())
             .await
             .expect("the requester goes on asking")
@@ -242,42 +241,24 @@ async fn the_multi_host_deploy_runs_and_survives_a_stopped_worker_host() {
         eprintln!("requester: {line}");
         assert!(!line.contains("FAILED"), "an ask failed: {line}");
         if line.starts_with("hello ") || line.starts_with("ask ") {
-            return line;
+            let last = line == format!("hello {n}") || line.starts_with(&format!("ask {n}:"));
+            printed.push(line);
+            if last {
+                return;
+            }
         }
     };
-    // Ten asks, the tenth with 1 MiB each way.
-    loop {
-        let line = next_line().await;
-        let tenth = line == "ask 10: 1 MiB body echoed intact";
-        printed.push(line);
-        if tenth {
-            break;
-        }
-    }
-    // `docker compose stop worker-a`: SIGTERM, then its grace period.
-    let worker_a = workers.remove(0);
-    let pid = worker_a.id().expect("worker-a runs");
-    let _ = std::process::Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status();
-    let stopped = tokio::time::timeout(Duration::from_secs(150), worker_a.wait_with_output())
-        .await
-        .expect("worker-a stops within its grace period")
-        .expect("wait for worker-a");
-    assert!(
-        stopped.status.success(),
-        "worker-a stopped: {}",
-        stopped.status
-    );
-    // Ten more, all answered by worker-b, the twentieth with 1 MiB.
-    loop {
-        let line = next_line().await;
-        let twentieth = line == "ask 20: 1 MiB body echoed intact";
-        printed.push(line);
-        if twentieth {
-            break;
-        }
-    }
+    // Both hosts up; the tenth ask with 1 MiB each way.
+    asks_up_to(10, &mut printed).await;
+    // `docker compose stop worker-a`: worker-b answers alone.
+    stop(worker_a, "worker-a").await;
+    asks_up_to(15, &mut printed).await;
+    // `docker compose start worker-a`, then `stop worker-b`: worker-a
+    // answers alone, the twentieth with 1 MiB. So each host has served
+    // asks, and each stop handed its partitions over.
+    worker_a = worker(1);
+    stop(worker_b, "worker-b").await;
+    asks_up_to(20, &mut printed).await;
     let expected: Vec<String> = (1..=20)
         .map(|n| {
             if n % 10 == 0 {
@@ -289,8 +270,24 @@ async fn the_multi_host_deploy_runs_and_survives_a_stopped_worker_host() {
         .collect();
     assert_eq!(printed, expected, "every ask answered, in order");
     let _ = asker.start_kill();
-    for mut worker in workers {
-        let _ = worker.start_kill();
-        let _ = worker.wait().await;
-    }
+    let _ = worker_a.start_kill();
+    let _ = worker_a.wait().await;
+}
+
+/// Stops `worker` as `docker compose stop` does: SIGTERM, then at most its
+/// grace period; it must exit cleanly.
+async fn stop(worker: tokio::process::Child, name: &str) {
+    let pid = worker.id().expect("the worker runs");
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status();
+    let stopped = tokio::time::timeout(Duration::from_secs(150), worker.wait_with_output())
+        .await
+        .unwrap_or_else(|_| panic!("{name} stops within its grace period"))
+        .expect("wait for the worker");
+    assert!(
+        stopped.status.success(),
+        "{name} stopped: {}",
+        stopped.status
+    );
 }
