@@ -161,7 +161,7 @@ async fn turns_are_kept_by_last_budget_role_and_branch() {
 /// chunks again), and assembles the same turns as a reading from the start.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_context_resumes_from_its_snapshot_with_the_same_turns() {
-    on_every_fabric("context snapshot", |fabric| async move {
+    on_every_fabric("context-snapshot", |fabric| async move {
         let go_on = std::sync::Arc::new(tokio::sync::Notify::new());
         let heard = go_on.clone();
         let running = Running::start(
