@@ -16,6 +16,7 @@
 //! remembered for its idempotency key). A cancel that comes after the
 //! command was answered changes nothing.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use agdx_wire::{AgentEnvelope, AgentId, CorrelationId, Kind, TaskState};
@@ -44,16 +45,47 @@ pub fn is_cancel_of(
         && envelope.source == *sender
 }
 
-/// Whether any of `records` cancels the command with `correlation` sent
-/// by `sender` (undecodable records cancel nothing).
-pub(crate) fn cancelled_among(
-    records: &[LogRecord],
-    correlation: CorrelationId,
-    sender: &AgentId,
-) -> bool {
-    records.iter().any(|record| {
-        envelope_of(record).is_ok_and(|envelope| is_cancel_of(&envelope, correlation, sender))
-    })
+/// The cancels among a polled batch, read once for the whole batch: a
+/// command looks its own up instead of decoding every record after it.
+#[derive(Debug, Default)]
+pub(crate) struct Cancels {
+    /// Per correlation and sender, the offset of the newest cancel.
+    newest: HashMap<(CorrelationId, AgentId), u64>,
+}
+
+impl Cancels {
+    /// The cancels among `records` (undecodable records cancel nothing).
+    pub(crate) fn among(records: &[LogRecord]) -> Self {
+        let mut newest = HashMap::new();
+        for record in records {
+            let Ok(envelope) = envelope_of(record) else {
+                continue;
+            };
+            if let Some(correlation) = envelope.correlation
+                && is_cancel_of(&envelope, correlation, &envelope.source)
+            {
+                let offset = newest
+                    .entry((correlation, envelope.source))
+                    .or_insert(record.position.offset);
+                *offset = (*offset).max(record.position.offset);
+            }
+        }
+        Self { newest }
+    }
+
+    /// Whether a cancel after offset `after` cancels the command with
+    /// `correlation` sent by `sender`: one before it (of an earlier copy of
+    /// the command, redriven since) does not.
+    pub(crate) fn cancel_after(
+        &self,
+        after: u64,
+        correlation: CorrelationId,
+        sender: &AgentId,
+    ) -> bool {
+        self.newest
+            .get(&(correlation, sender.clone()))
+            .is_some_and(|&offset| offset > after)
+    }
 }
 
 /// Whether the records at and after offset `from` of `partition` that are
@@ -71,7 +103,9 @@ pub(crate) async fn cancelled_next(
         .poll(commands, partition, from, LOOKAHEAD_POLL, Duration::ZERO)
         .await
     {
-        Ok(records) => cancelled_among(&records, correlation, sender),
+        Ok(records) => {
+            Cancels::among(&records).cancel_after(from.saturating_sub(1), correlation, sender)
+        }
         Err(error) => {
             tracing::debug!(%error, partition, "could not read past a command for its cancel");
             false
@@ -187,4 +221,72 @@ pub fn open_commands(records: &[crate::replay::ReplayRecord]) -> Vec<OpenCommand
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use agdx_wire::{ConversationId, LogPosition, RecordId};
+    use bytes::Bytes;
+
+    use super::*;
+
+    fn at(offset: u64, envelope: AgentEnvelope) -> LogRecord {
+        LogRecord {
+            position: LogPosition {
+                stream: 1,
+                topic: 1,
+                partition: 0,
+                offset,
+            },
+            timestamp_micros: offset,
+            headers: Vec::new(),
+            payload: Bytes::from(envelope.encode()),
+        }
+    }
+
+    fn cancel(offset: u64, correlation: CorrelationId, sender: &str) -> LogRecord {
+        at(
+            offset,
+            AgentEnvelope::status_task(
+                RecordId::from_u128(100 + u128::from(offset)),
+                ConversationId::from_u128(1),
+                AgentId::new(sender).unwrap(),
+                correlation,
+                TaskState::Canceled,
+            ),
+        )
+    }
+
+    #[test]
+    fn a_batch_cancels_a_command_only_by_its_sender_and_only_after_it() {
+        let (mine, other) = (CorrelationId::from_u128(7), CorrelationId::from_u128(8));
+        let asker = AgentId::new("asker").unwrap();
+        let records = vec![
+            cancel(3, mine, "asker"),
+            cancel(5, other, "stranger"),
+            at(
+                6,
+                AgentEnvelope::status_task(
+                    RecordId::from_u128(9),
+                    ConversationId::from_u128(1),
+                    asker.clone(),
+                    other,
+                    TaskState::Working,
+                ),
+            ),
+        ];
+        let cancels = Cancels::among(&records);
+        assert!(cancels.cancel_after(2, mine, &asker), "cancelled after it");
+        assert!(
+            !cancels.cancel_after(3, mine, &asker),
+            "a cancel before a command (of an earlier copy) does not count"
+        );
+        assert!(
+            !cancels.cancel_after(0, other, &asker),
+            "neither a stranger's cancel nor a working state cancels it"
+        );
+        let stranger = AgentId::new("stranger").unwrap();
+        assert!(cancels.cancel_after(4, other, &stranger));
+        assert!(!cancels.cancel_after(5, other, &stranger));
+    }
 }

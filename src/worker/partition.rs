@@ -17,6 +17,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::AbortOnDropHandle;
 
+use crate::cancel::Cancels;
 use crate::fence::{FenceError, Fences, Handover, Standing};
 
 use crate::idempotency::StoreError;
@@ -25,7 +26,7 @@ use crate::routing::partition_of;
 
 use super::context::PartitionContext;
 use super::flush::{BatchError, Settled, Unflushed, flush};
-use super::process::{Disposition, Outcome, ProcessError};
+use super::process::{Disposition, Later, Outcome, ProcessError};
 
 /// A partition and the fence token its task holds it under.
 pub(super) type Held = (u32, u64);
@@ -396,6 +397,7 @@ async fn handle_batch(
     cancel: &CancellationToken,
 ) -> Result<(), BatchError> {
     let mut unflushed = Unflushed::default();
+    let cancels = Cancels::among(records);
     for (at, record) in records.iter().enumerate() {
         // Stopping (or losing the partition, or a quarantine) ends the batch
         // after the record in hand; the rest stays uncommitted for whoever
@@ -403,7 +405,10 @@ async fn handle_batch(
         if cancel.is_cancelled() || ctx.paused() {
             break;
         }
-        let later = &records[at + 1..];
+        let later = Later {
+            records: &records[at + 1..],
+            cancels: &cancels,
+        };
         let processed =
             process_flushing_meanwhile(ctx, held, (record, later), &mut unflushed, cursor, cancel);
         let outcome = match processed.await? {
@@ -434,7 +439,7 @@ async fn handle_batch(
 async fn process_flushing_meanwhile(
     ctx: &PartitionContext,
     held: Held,
-    (record, later): (&LogRecord, &[LogRecord]),
+    (record, later): (&LogRecord, Later<'_>),
     unflushed: &mut Unflushed,
     cursor: &mut u64,
     cancel: &CancellationToken,

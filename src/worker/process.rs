@@ -14,7 +14,7 @@ use agdx_wire::{
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::cancel::{LOOKAHEAD_AFTER, cancel_requested, cancelled_among, cancelled_next};
+use crate::cancel::{Cancels, LOOKAHEAD_AFTER, cancel_requested, cancelled_next};
 use crate::claim_check::{ClaimCheck, ClaimCheckError, resolve_body};
 use crate::clock::SharedClock;
 use crate::dlq::{MAX_DETAIL_BYTES, dead_letter, shorten};
@@ -133,6 +133,16 @@ pub(crate) struct Processor {
     pub gate: Option<(Verifier, Option<Grants>)>,
 }
 
+/// The records polled after the one in hand, and the cancels among the
+/// whole batch (read once per batch).
+#[derive(Clone, Copy)]
+pub(super) struct Later<'a> {
+    /// The rest of the batch.
+    pub records: &'a [LogRecord],
+    /// Its cancels.
+    pub cancels: &'a Cancels,
+}
+
 impl Processor {
     /// Runs the steps for `record` of commands topic `topic`, held under
     /// fence token `fence`. Only a
@@ -142,7 +152,7 @@ impl Processor {
     pub async fn process(
         &self,
         record: &LogRecord,
-        (commands, later): (&TopicInfo, &[LogRecord]),
+        (commands, later): (&TopicInfo, Later<'_>),
         fence: u64,
     ) -> Result<Outcome, ProcessError> {
         // 1. decode and validate
@@ -176,7 +186,7 @@ impl Processor {
     async fn steps(
         &self,
         record: &LogRecord,
-        (commands, later): (&TopicInfo, &[LogRecord]),
+        (commands, later): (&TopicInfo, Later<'_>),
         envelope: AgentEnvelope,
         fence: u64,
     ) -> Result<Outcome, ProcessError> {
@@ -253,7 +263,7 @@ impl Processor {
                 .saturating_sub(record.timestamp_micros),
         );
         let cancelled_early = match &reply_to {
-            Some(to) if later.is_empty() && waited >= LOOKAHEAD_AFTER => {
+            Some(to) if later.records.is_empty() && waited >= LOOKAHEAD_AFTER => {
                 cancelled_next(
                     self.producer.log(),
                     commands,
@@ -263,7 +273,11 @@ impl Processor {
                 )
                 .await
             }
-            Some(to) => cancelled_among(later, to.correlation, &to.target),
+            Some(to) => {
+                later
+                    .cancels
+                    .cancel_after(record.position.offset, to.correlation, &to.target)
+            }
             None => false,
         };
         if let Some(to) = reply_to.as_ref().filter(|_| cancelled_early) {
@@ -345,7 +359,7 @@ impl Processor {
             limit: self.handler_limit,
         };
         // A cancel of the command, read on past the batch it came in.
-        let read_on_from = later.last().unwrap_or(record).position.offset + 1;
+        let read_on_from = later.records.last().unwrap_or(record).position.offset + 1;
         let cancelled = async {
             match &reply_to {
                 Some(to) => {
