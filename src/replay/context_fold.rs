@@ -32,7 +32,7 @@ use serde::{Deserialize, Serialize};
 use super::context::{Built, ContextPolicy, Placed, Role, Turn, keep};
 use super::reader::{Replay, ReplayError, ReplayItem};
 use super::snapshot::{
-    append_snapshot, from_cbor, latest_snapshot, serde_bytes_vec, snapshot_of, to_cbor,
+    from_cbor, latest_snapshot, save_snapshot, serde_bytes_vec, snapshot_of, to_cbor,
 };
 use crate::log::SharedLog;
 use crate::routing::partition_of;
@@ -289,11 +289,7 @@ impl ConversationContext {
 
     /// Appends [`Self::snapshot`] to `agent.snapshots` and returns it.
     pub async fn save(&self) -> Result<Option<FoldSnapshot>, ReplayError> {
-        let Some(snapshot) = self.snapshot()? else {
-            return Ok(None);
-        };
-        append_snapshot(&self.log, &self.topology.snapshots, &snapshot).await?;
-        Ok(Some(snapshot))
+        save_snapshot(&self.log, &self.topology.snapshots, self.snapshot()?).await
     }
 }
 

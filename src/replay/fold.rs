@@ -45,7 +45,7 @@ use crate::routing::partition_of;
 use crate::topology::Topology;
 
 use super::reader::{Replay, ReplayError, ReplayRecord};
-use super::snapshot::{append_snapshot, from_cbor, latest_snapshot, snapshot_of, to_cbor};
+use super::snapshot::{from_cbor, latest_snapshot, save_snapshot, snapshot_of, to_cbor};
 
 /// A user fold: a name and a function from state and record to state.
 pub trait Fold: Send + Sync {
@@ -203,10 +203,6 @@ impl<F: Fold> Folded<F> {
     /// Appends the snapshot to `agent.snapshots` (the conversation's
     /// partition) and returns it; `None` when nothing was read yet.
     pub async fn save(&self) -> Result<Option<FoldSnapshot>, ReplayError> {
-        let Some(snapshot) = self.snapshot()? else {
-            return Ok(None);
-        };
-        append_snapshot(&self.log, &self.topology.snapshots, &snapshot).await?;
-        Ok(Some(snapshot))
+        save_snapshot(&self.log, &self.topology.snapshots, self.snapshot()?).await
     }
 }

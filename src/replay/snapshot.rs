@@ -118,6 +118,18 @@ pub(crate) async fn append_snapshot(
     .await
 }
 
+/// Appends `snapshot`, when there is one, and hands it back.
+pub(crate) async fn save_snapshot(
+    log: &SharedLog,
+    snapshots: &TopicInfo,
+    snapshot: Option<FoldSnapshot>,
+) -> Result<Option<FoldSnapshot>, ReplayError> {
+    if let Some(snapshot) = &snapshot {
+        append_snapshot(log, snapshots, snapshot).await?;
+    }
+    Ok(snapshot)
+}
+
 /// The newest snapshot of `fold` over `topic` for `conversation`.
 pub(crate) async fn latest_snapshot(
     log: &SharedLog,

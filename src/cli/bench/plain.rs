@@ -183,27 +183,14 @@ impl PlainClient {
         from: u64,
         batch: u32,
     ) -> Result<(u64, u64), LogError> {
-        let (stream, topic_id) = self.ids(topic)?;
-        let polled = self
-            .client
-            .poll_messages(
-                &stream,
-                &topic_id,
-                Some(partition),
-                &self.reader,
-                &PollingStrategy::offset(from),
-                batch,
-                false,
-            )
-            .await
-            .map_err(|e| self.error("polling", e))?;
-        for message in &polled.messages {
+        let messages = self.poll_messages(topic, partition, from, batch).await?;
+        for message in &messages {
             message
                 .user_headers_map()
                 .map_err(|e| self.error("reading headers", e))?;
         }
-        let next = polled.messages.last().map_or(from, |m| m.header.offset + 1);
-        Ok((polled.messages.len() as u64, next))
+        let next = messages.last().map_or(from, |m| m.header.offset + 1);
+        Ok((messages.len() as u64, next))
     }
 
     /// Up to `batch` messages of `partition` from `from`.
