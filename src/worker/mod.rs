@@ -49,7 +49,7 @@ use tokio_util::task::AbortOnDropHandle;
 use crate::claim_check::ClaimCheck;
 use crate::clock::{SharedClock, system_clock};
 use crate::idempotency::{KeyRetention, ProcessedKeys, StoreError};
-use crate::log::LogError;
+use crate::log::{GroupMember, LogError, TopicInfo};
 use crate::retry::RetryPolicy;
 use crate::trust::{Grants, Pause, Verifier};
 
@@ -376,34 +376,48 @@ impl Worker {
                 .clone()
                 .map(|v| (v, self.config.grants.clone())),
         });
-        let pause = match &self.config.quarantine {
-            Some(verifier) => {
-                let topology = self.producer.topology().clone();
-                let pause =
-                    Pause::start(log.clone(), topology, verifier.clone(), agent.clone()).await?;
-                let stats = self.stats.clone();
-                Some(Arc::new(pause.on_change(move |paused| {
-                    stats.paused.store(paused, Ordering::Relaxed)
-                })))
+        // The quarantine watch catches up while the pool joins its groups:
+        // no work is taken before both are done, and neither waits on the
+        // other.
+        let watch_quarantine = async {
+            let Some(verifier) = &self.config.quarantine else {
+                return Ok(None);
+            };
+            let topology = self.producer.topology().clone();
+            let pause =
+                Pause::start(log.clone(), topology, verifier.clone(), agent.clone()).await?;
+            let stats = self.stats.clone();
+            Ok(Some(Arc::new(pause.on_change(move |paused| {
+                stats.paused.store(paused, Ordering::Relaxed)
+            }))))
+        };
+        let join_groups = async {
+            let mut joined = Vec::with_capacity(topics.len());
+            for commands in topics {
+                let group = self.producer.topology().consumer_group(&commands, &group);
+                match log.join_group(&commands, &group).await {
+                    Ok(member) => joined.push((commands, group, member)),
+                    Err(error) => return (joined, Err(error)),
+                }
             }
-            None => None,
+            (joined, Ok(()))
+        };
+        let (pause, (joined, all_joined)) = tokio::join!(watch_quarantine, join_groups);
+        let pause = match (pause, all_joined) {
+            (Ok(pause), Ok(())) => pause,
+            (Err(error), _) | (Ok(_), Err(error)) => {
+                leave_all(joined).await;
+                return Err(error.into());
+            }
         };
         let permits = Arc::new(Semaphore::new(self.config.concurrency.max(1)));
-        let mut readers = Vec::with_capacity(topics.len());
-        for commands in topics {
-            let group = self.producer.topology().consumer_group(&commands, &group);
-            let member = match log.join_group(&commands, &group).await {
-                Ok(member) => member,
-                Err(error) => {
-                    leave_all(readers).await;
-                    return Err(error.into());
-                }
-            };
+        let mut readers = Vec::with_capacity(joined.len());
+        for (commands, group, member) in joined {
             tracing::info!(agent = %agent, group = %group, topic = %commands.topic, member = %member.member_id(), log = %log.describe(), "worker joined its group");
             let ctx = Arc::new(PartitionContext {
                 processor: processor.clone(),
                 commands,
-                group: group.clone(),
+                group,
                 config: self.config.clone(),
                 permits: permits.clone(),
                 stats: self.stats.clone(),
@@ -501,7 +515,7 @@ impl Worker {
 /// The pool's membership on one commands topic and the tasks of the
 /// partitions it owns there.
 struct Reader {
-    member: Box<dyn crate::log::GroupMember>,
+    member: Box<dyn GroupMember>,
     ctx: Arc<PartitionContext>,
     tasks: PartitionTasks,
 }
@@ -527,11 +541,16 @@ impl Reader {
     }
 }
 
-/// Leaves the groups joined so far (a later join failed).
-async fn leave_all(readers: Vec<Reader>) {
-    for reader in readers {
-        if let Err(error) = reader.member.leave().await {
-            tracing::warn!(%error, topic = %reader.ctx.commands.topic, "could not leave the group");
+/// A group the pool joined: its commands topic, the group's name, the
+/// membership.
+type Joined = (TopicInfo, String, Box<dyn GroupMember>);
+
+/// Leaves the groups joined so far (a later join, or the quarantine
+/// watch, failed).
+async fn leave_all(joined: Vec<Joined>) {
+    for (commands, _, member) in joined {
+        if let Err(error) = member.leave().await {
+            tracing::warn!(%error, topic = %commands.topic, "could not leave the group");
         }
     }
 }

@@ -15,7 +15,7 @@ use agdx::wire::{AgentEnvelope, StatusOperation};
 use support::counting::CountingLog;
 use support::eventually;
 use support::fabric::{Fabric, agent_id, embedded_fabric};
-use support::trust::Keys;
+use support::trust::{Keys, record_with_id};
 
 fn counting(fabric: &Fabric) -> Arc<CountingLog> {
     CountingLog::of(fabric.log.clone(), &fabric.topology.registry)
@@ -147,6 +147,68 @@ async fn the_quarantine_watch_and_live_cards_resume_from_their_snapshots() {
     assert_eq!(reader.read(), 0);
     let now = agdx::Clock::now_micros(&agdx::SystemClock);
     assert_eq!(cards.live(now).len(), 1);
+}
+
+/// A snapshot keeps only the facts in force whole; of the facts they
+/// overrode it keeps the record ids, and that is enough: a captured copy of
+/// an overridden fact, published after the snapshot, is still `replayed`
+/// for a watch that resumes from it, and the agent stays free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fact_overridden_before_a_snapshot_stays_replayed_after_it() {
+    let fabric = embedded_fabric("view_snapshot_replay").await;
+    let mut keys = Keys::new(fabric.dir.path());
+    let ops = keys.enroll("ops", KeyKind::Operator);
+    let operator = fabric.producer("ops").with_signer(ops);
+    let genuine = operator
+        .status_quarantine(&agent_id("echo"), true, None)
+        .await
+        .expect("quarantine");
+    operator
+        .status_quarantine(&agent_id("echo"), false, None)
+        .await
+        .expect("lift");
+    let registry = fabric.topology.registry.clone();
+    let captured = record_with_id(&fabric, &registry, genuine.record.expect("a record id")).await;
+    long_registry(&fabric).await;
+
+    let watch =
+        QuarantineWatch::start(fabric.log.clone(), fabric.topology.clone(), keys.verifier())
+            .await
+            .expect("first watch");
+    assert!(watch.check(&agent_id("echo")).is_ok());
+    eventually("the first watch to save its snapshot", || async {
+        (!fabric.records(&fabric.topology.snapshots).await.is_empty()).then_some(())
+    })
+    .await;
+    drop(watch);
+
+    fabric
+        .log
+        .append(
+            &registry,
+            captured.position.partition,
+            vec![OutgoingRecord {
+                headers: captured.headers.clone(),
+                payload: captured.payload.to_vec(),
+            }],
+        )
+        .await
+        .expect("publish the captured copy again");
+    let reader = counting(&fabric);
+    let watch = QuarantineWatch::start(reader.clone(), fabric.topology.clone(), keys.verifier())
+        .await
+        .expect("second watch");
+    assert_eq!(reader.read(), 1, "only the copy after the snapshot is read");
+    assert!(
+        watch.check(&agent_id("echo")).is_ok(),
+        "a replayed copy quarantined the agent again"
+    );
+    assert_eq!(
+        watch.state().ignored_counts().get("replayed"),
+        Some(&1),
+        "{:?}",
+        watch.state().ignored()
+    );
 }
 
 /// `agdx bench startup` folds a long registry once, then takes turns at

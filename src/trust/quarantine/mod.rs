@@ -23,7 +23,7 @@
 //! use it to refuse commands to a quarantined agent before sending, and a
 //! worker pool pauses while its own agent is quarantined.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -236,6 +236,11 @@ pub struct QuarantineFold {
     /// One fact per record id, the first in log-timestamp order: a copy
     /// published again is judged `replayed` at once and kept no longer.
     facts: HashMap<RecordId, Fact>,
+    /// The record ids of facts a later fact about the same agent overrode
+    /// when a snapshot was taken: all that is left to know of them is that
+    /// a copy of one is `replayed`, whatever its order (a copy of a fact
+    /// overridden is overridden too).
+    spent: HashSet<RecordId>,
     rejected: VecDeque<IgnoredFact>,
 }
 
@@ -255,6 +260,7 @@ impl QuarantineFold {
         Self {
             verifier,
             facts: HashMap::new(),
+            spent: HashSet::new(),
             rejected: VecDeque::new(),
         }
     }
@@ -291,6 +297,7 @@ impl QuarantineFold {
             raw: Some(raw),
         };
         let replayed = match self.facts.get(&fact.status.record) {
+            _ if self.spent.contains(&fact.status.record) => fact,
             Some(first) if first.order() <= fact.order() => fact,
             _ => match self.facts.insert(fact.status.record, fact) {
                 Some(later) => later,
@@ -453,10 +460,11 @@ impl Progress {
 /// It starts from the newest quarantine snapshot on `agent.snapshots`
 /// ([`crate::view`]) and reads only the registry records after it, and
 /// saves a snapshot when [`view::snapshot_due`] says so. A
-/// snapshot holds every verified fact; the facts in force keep their
-/// signed records and are verified again when a watch resumes from it (a
+/// snapshot holds the facts in force with their signed records, verified
+/// again when a watch resumes from it, and the record ids of the facts
+/// they overrode (so that a copy published again stays ignored); a
 /// snapshot that fails is passed over and the registry read from its
-/// start), so a snapshot cannot make an agent quarantined or free that no
+/// start, so a snapshot cannot make an agent quarantined or free that no
 /// operator's signed fact made so.
 pub struct QuarantineWatch {
     state: watch::Receiver<Arc<QuarantineState>>,
