@@ -249,7 +249,7 @@ pub const TERMINAL_STATE_GRACE: Duration = Duration::from_millis(500);
 
 /// The outcome of a task that ended in a terminal state with no other
 /// answer: `completed` answers with the status; the others are errors.
-fn task_outcome(status: Reply) -> Result<Answer, AskError> {
+pub(crate) fn task_outcome(status: Reply) -> Result<Answer, AskError> {
     let state = status.envelope.task_state.unwrap_or(TaskState::Unknown);
     let code = match state {
         TaskState::Completed => return Ok(Answer::Response(Box::new(status))),
@@ -655,7 +655,7 @@ fn waits_on(waiters: &Waiters, partition: u32) -> bool {
 }
 
 /// The command of an ask that is cancelled should the ask give up.
-struct GiveUp {
+pub(crate) struct GiveUp {
     producer: Producer,
     /// The command and its target, until the ask has its answer (or is
     /// told not to cancel).
@@ -663,8 +663,22 @@ struct GiveUp {
 }
 
 impl GiveUp {
+    /// Cancels `sent` to `target` should this be dropped before
+    /// [`GiveUp::disarm`].
+    pub(crate) fn new(producer: Producer, sent: Sent, target: Option<AgentId>) -> Self {
+        Self {
+            producer,
+            command: Some((sent, target)),
+        }
+    }
+
+    /// The answer came: nothing to cancel.
+    pub(crate) fn disarm(&mut self) {
+        self.command = None;
+    }
+
     /// Cancels the command now, once.
-    async fn now(&mut self) {
+    pub(crate) async fn now(&mut self) {
         if let Some((sent, target)) = self.command.take() {
             cancel_quietly(&self.producer, &sent, target.as_ref()).await;
         }

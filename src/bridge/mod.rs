@@ -29,6 +29,11 @@
 //!   over HTTP).
 //! - `ioa` (feature `bridge-ioa`): an IOA server (spaces, nodes, the
 //!   message graph, SSE, MCP tools) whose only store is the log.
+//! - `mcp` (feature `bridge-mcp`): an MCP server whose tools are the live
+//!   agents' operations (streamable HTTP at `/mcp`, and stdio).
+//!
+//! The bearer tokens of the HTTP bridges (a list, or minted with a secret)
+//! are in [`token`].
 
 #[cfg(feature = "bridge-ax-ipc")]
 pub mod ax_ipc;
@@ -36,6 +41,10 @@ pub mod ax_ipc;
 pub mod axon;
 #[cfg(feature = "bridge-ioa")]
 pub mod ioa;
+#[cfg(feature = "bridge-mcp")]
+pub mod mcp;
+#[cfg(any(feature = "bridge-ax-ipc", feature = "bridge-mcp"))]
+pub mod token;
 
 use agdx_wire::Metadata;
 
@@ -62,6 +71,16 @@ impl BridgeLoop {
             bridge: bridge.to_owned(),
             hops: metadata.bridge_hops().map(str::to_owned).collect(),
         })
+    }
+}
+
+/// `text` cut to its first `chars` characters, `…` marking the cut: a
+/// peer's text quoted in a refusal or a progress message.
+#[cfg(any(feature = "bridge-ax-ipc", feature = "bridge-mcp"))]
+pub(crate) fn clip(text: &str, chars: usize) -> String {
+    match text.char_indices().nth(chars) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_owned(),
     }
 }
 

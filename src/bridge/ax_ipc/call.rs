@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 use super::route::Routes;
 use super::schema::ActionSchemas;
 use crate::ask::{Answer, AskError, Requester};
-use crate::bridge::BridgeLoop;
+use crate::bridge::{BridgeLoop, clip};
 use crate::clock::{SharedClock, system_clock};
 use crate::producer::CommandRequest;
 
@@ -460,13 +460,6 @@ fn kind_of(value: &Value) -> &'static str {
         Value::String(_) => "a string",
         Value::Array(_) => "an array",
         Value::Object(_) => "an object",
-    }
-}
-
-fn clip(text: &str, chars: usize) -> String {
-    match text.char_indices().nth(chars) {
-        Some((at, _)) => format!("{}…", &text[..at]),
-        None => text.to_owned(),
     }
 }
 

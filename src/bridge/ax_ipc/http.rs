@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::call::AxIpcBridge;
-use super::token::Tokens;
+use crate::bridge::token::Tokens;
 
 /// The path calls are posted to.
 pub const IPC_PATH: &str = "/internal/ipc";

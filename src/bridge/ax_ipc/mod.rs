@@ -73,8 +73,8 @@ mod http;
 mod route;
 mod schema;
 mod socket;
-mod token;
 
+pub use crate::bridge::token::{TokenError, TokenSecret, Tokens};
 pub use call::{
     AxIpcBridge, BRIDGE_HOPS_FIELD, Call, CallError, DEFAULT_TIMEOUT, Gate, Refused, heartbeat,
     session_conversation,
@@ -84,4 +84,3 @@ pub use http::{HTTP_BODY_LIMIT, IPC_PATH, router, serve_http};
 pub use route::{Route, RouteError, Routes};
 pub use schema::{ActionSchemas, DEFAULT_SCHEMAS, SchemaError, write_defaults};
 pub use socket::{BindError, HEARTBEAT_EVERY, bind, serve_socket};
-pub use token::{TokenError, TokenSecret, Tokens};

@@ -9,14 +9,23 @@ use clap::{Args, Subcommand};
 use tokio_util::sync::CancellationToken;
 
 use agdx::bridge::ax_ipc::{
-    ActionSchemas, AxIpcBridge, BindError, Gate, IPC_PATH, Route, Routes, SchemaError, TokenError,
-    TokenSecret, Tokens, bind, router, serve_http, serve_socket, write_defaults,
+    ActionSchemas, AxIpcBridge, BindError, Gate, IPC_PATH, Route, Routes, SchemaError, Tokens,
+    bind, router, serve_http, serve_socket, write_defaults,
 };
+use agdx::bridge::token::DEFAULT_SCHEME;
 use agdx::wire::AgentId;
-use agdx::{Clock, Producer, Requester, SystemClock};
+use agdx::{Producer, Requester};
 
 use crate::cli::advice;
 use crate::cli::context::{Failure, Global, parse_agent, parse_duration, stop_on_signal};
+
+use super::token::{Minter, TokenArgs, TokenFlags};
+
+/// The ax-ipc bridge's tokens.
+const MINTER: Minter = Minter {
+    bridge: "ax-ipc",
+    scheme: DEFAULT_SCHEME,
+};
 
 /// Serves AX agents: their IPC calls (a Unix socket with 4-byte
 /// big-endian length frames, and/or `POST /internal/ipc` over HTTP) are
@@ -37,9 +46,6 @@ pub struct AxIpcArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum Tool {
-    /// Mint a bearer token for the HTTP transport, valid for --ttl: prints
-    /// it on stdout. The secret file is created (mode 0600) when missing;
-    /// start the bridge with --token-secret on the same file.
     Token(TokenArgs),
     /// Write the shipped action schemas into DIR (files already there are
     /// kept) to edit or add to, then start the bridge with --schemas DIR.
@@ -58,13 +64,8 @@ pub struct ServeArgs {
     #[arg(long, value_name = "ADDR")]
     pub http: Option<SocketAddr>,
 
-    /// HTTP: accept the bearer tokens listed in FILE (one per line).
-    #[arg(long, value_name = "FILE")]
-    pub tokens: Option<PathBuf>,
-
-    /// HTTP: accept tokens minted by `agdx bridge ax-ipc token --secret FILE`.
-    #[arg(long, value_name = "FILE")]
-    pub token_secret: Option<PathBuf>,
+    #[command(flatten)]
+    pub tokens: TokenFlags,
 
     /// Send ACTION to AGENT; ACTION may be a glob ('memory_*=memory').
     /// Repeatable; an exact name beats a glob, a longer glob a shorter one.
@@ -95,17 +96,6 @@ pub struct ServeArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct TokenArgs {
-    /// The secret the bridge checks tokens with (created when missing).
-    #[arg(long, value_name = "FILE")]
-    pub secret: PathBuf,
-
-    /// How long the token works.
-    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = parse_duration)]
-    pub ttl: Duration,
-}
-
-#[derive(Debug, Args)]
 pub struct SchemasArgs {
     /// The directory to write into (created when missing).
     #[arg(value_name = "DIR")]
@@ -114,7 +104,7 @@ pub struct SchemasArgs {
 
 pub async fn run(global: &Global, args: AxIpcArgs) -> Result<(), Failure> {
     match args.tool {
-        Some(Tool::Token(token)) => mint(token),
+        Some(Tool::Token(token)) => MINTER.mint(token),
         Some(Tool::Schemas(schemas)) => {
             let written = write_defaults(&schemas.dir)
                 .map_err(|e| Failure::new(format!("{}: {e}", schemas.dir.display())))?;
@@ -130,20 +120,6 @@ pub async fn run(global: &Global, args: AxIpcArgs) -> Result<(), Failure> {
         }
         None => serve(global, args.serve).await,
     }
-}
-
-fn mint(args: TokenArgs) -> Result<(), Failure> {
-    let (secret, created) = TokenSecret::load_or_create(&args.secret).map_err(token_failure)?;
-    if created {
-        eprintln!(
-            "agdx: created the token secret {} (mode 0600); start the bridge with --token-secret {}",
-            args.secret.display(),
-            args.secret.display()
-        );
-    }
-    let now_secs = SystemClock.now_micros() / 1_000_000;
-    println!("{}", secret.mint_for(args.ttl, now_secs));
-    Ok(())
 }
 
 async fn serve(global: &Global, args: ServeArgs) -> Result<(), Failure> {
@@ -225,26 +201,9 @@ async fn serve(global: &Global, args: ServeArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-/// A secret file that cannot be used, with how to make one.
-fn token_failure(error: TokenError) -> Failure {
-    match &error {
-        TokenError::BadSecret { path } => Failure::new(format!(
-            "{error}; `agdx bridge ax-ipc token --secret {}` creates one",
-            path.display()
-        )),
-        _ => error.into(),
-    }
-}
-
 /// The HTTP tokens, refused when --http has none to check.
 fn tokens(args: &ServeArgs) -> Result<Option<Tokens>, Failure> {
-    let mut tokens = Tokens::default();
-    if let Some(path) = &args.tokens {
-        tokens = tokens.with_file(path)?;
-    }
-    if let Some(path) = &args.token_secret {
-        tokens = tokens.with_secret(TokenSecret::load(path).map_err(token_failure)?);
-    }
+    let tokens = MINTER.tokens(&args.tokens)?;
     match (args.http.is_some(), tokens.is_empty()) {
         (true, true) => Err(Failure::new(
             "--http needs --tokens FILE or --token-secret FILE: every HTTP call must carry Authorization: Bearer TOKEN (mint one with `agdx bridge ax-ipc token --secret FILE`)",

@@ -7,6 +7,8 @@ use super::context::{Failure, Global};
 mod ax_ipc;
 mod axon;
 mod ioa;
+mod mcp;
+mod token;
 
 /// The bridges.
 #[derive(Debug, Subcommand)]
@@ -23,6 +25,10 @@ pub enum BridgeCommand {
     /// /mcp) whose only store is the log: restart it and every space, node,
     /// token and message is still there.
     Ioa(ioa::IoaArgs),
+    /// An MCP server (streamable HTTP at /mcp, or stdio) whose tools are
+    /// the live agents' operations, from their cards: a call is a command,
+    /// its reply the result, with progress and cancellation carried through.
+    Mcp(mcp::McpArgs),
 }
 
 pub async fn run(global: &Global, command: BridgeCommand) -> Result<(), Failure> {
@@ -30,5 +36,6 @@ pub async fn run(global: &Global, command: BridgeCommand) -> Result<(), Failure>
         BridgeCommand::Axon(args) => axon::run(global, args).await,
         BridgeCommand::AxIpc(args) => ax_ipc::run(global, args).await,
         BridgeCommand::Ioa(args) => ioa::run(global, args).await,
+        BridgeCommand::Mcp(args) => mcp::run(global, args).await,
     }
 }

@@ -1,4 +1,4 @@
-//! Bearer tokens for the HTTP transport.
+//! Bearer tokens for a bridge's HTTP transport (ax-ipc, MCP).
 //!
 //! Two kinds, both accepted at once:
 //!
@@ -33,8 +33,10 @@ use crate::file_mode::{Refused, read_text, shared};
 
 type HmacSha256 = hmac::Hmac<Sha256>;
 
-/// The prefix and version of a minted token.
-const SCHEME: &str = "axipc1";
+/// The prefix and version of a minted token unless
+/// [`TokenSecret::with_scheme`] names another: the format's first user, the
+/// ax-ipc bridge, named it, and its tokens keep working.
+pub const DEFAULT_SCHEME: &str = "axipc1";
 
 /// Why a secret or token file could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -87,9 +89,13 @@ impl TokenError {
     }
 }
 
-/// The key minted tokens are signed with.
+/// The key minted tokens are signed with, and the scheme (prefix) its
+/// tokens carry.
 #[derive(Clone)]
-pub struct TokenSecret([u8; 32]);
+pub struct TokenSecret {
+    key: [u8; 32],
+    scheme: &'static str,
+}
 
 impl std::fmt::Debug for TokenSecret {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -100,7 +106,18 @@ impl std::fmt::Debug for TokenSecret {
 impl TokenSecret {
     /// A secret from its 32 bytes.
     pub fn from_bytes(bytes: [u8; 32]) -> Self {
-        Self(bytes)
+        Self {
+            key: bytes,
+            scheme: DEFAULT_SCHEME,
+        }
+    }
+
+    /// Mints and accepts tokens prefixed `scheme` instead: a bridge with a
+    /// scheme of its own refuses another bridge's tokens even when both
+    /// were given the same secret file.
+    pub fn with_scheme(mut self, scheme: &'static str) -> Self {
+        self.scheme = scheme;
+        self
     }
 
     /// Reads the secret in `path`, refusing a file others can access.
@@ -110,7 +127,7 @@ impl TokenSecret {
         hex::decode_to_slice(text.trim(), &mut bytes).map_err(|_| TokenError::BadSecret {
             path: path.to_owned(),
         })?;
-        Ok(Self(bytes))
+        Ok(Self::from_bytes(bytes))
     }
 
     /// Reads the secret in `path`, creating it (mode 0600, 32 random bytes)
@@ -130,7 +147,7 @@ impl TokenSecret {
             Ok(mut file) => {
                 writeln!(file, "{}", hex::encode(bytes)).map_err(io)?;
                 file.sync_all().map_err(io)?;
-                Ok((Self(bytes), true))
+                Ok((Self::from_bytes(bytes), true))
             }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                 Ok((Self::load(path)?, false))
@@ -142,7 +159,7 @@ impl TokenSecret {
     /// A token valid until `expires_secs` (Unix time).
     pub fn mint(&self, expires_secs: u64) -> String {
         let nonce: [u8; 16] = rand::random();
-        let claim = format!("{SCHEME}.{expires_secs}.{}", hex::encode(nonce));
+        let claim = format!("{}.{expires_secs}.{}", self.scheme, hex::encode(nonce));
         let mac = self.mac(&claim).finalize().into_bytes();
         format!("{claim}.{}", hex::encode(mac))
     }
@@ -159,11 +176,14 @@ impl TokenSecret {
             return false;
         };
         let mut parts = claim.split('.');
-        let (Some(SCHEME), Some(expires), Some(_nonce), None) =
+        let (Some(scheme), Some(expires), Some(_nonce), None) =
             (parts.next(), parts.next(), parts.next(), parts.next())
         else {
             return false;
         };
+        if scheme != self.scheme {
+            return false;
+        }
         let Ok(mac) = hex::decode(mac) else {
             return false;
         };
@@ -173,7 +193,7 @@ impl TokenSecret {
     }
 
     fn mac(&self, claim: &str) -> HmacSha256 {
-        let mut mac = <HmacSha256 as KeyInit>::new_from_slice(&self.0)
+        let mut mac = <HmacSha256 as KeyInit>::new_from_slice(&self.key)
             .expect("HMAC takes keys of any length");
         mac.update(claim.as_bytes());
         mac
@@ -269,6 +289,17 @@ mod tests {
         for junk in ["", "axipc1", "axipc1.1.2", "axipc1.x.y.zz", "a.b.c.d.e"] {
             assert!(!secret.verifies(junk, 0), "{junk:?}");
         }
+    }
+
+    #[test]
+    fn a_token_of_another_scheme_is_refused_even_with_the_same_key() {
+        let ax_ipc = TokenSecret::from_bytes([7; 32]);
+        let mcp = ax_ipc.clone().with_scheme("mcp1");
+        let token = mcp.mint(1_000);
+        assert!(token.starts_with("mcp1.1000."));
+        assert!(mcp.verifies(&token, 999));
+        assert!(!ax_ipc.verifies(&token, 999));
+        assert!(!mcp.verifies(&ax_ipc.mint(1_000), 999));
     }
 
     #[test]
