@@ -206,6 +206,31 @@ Kafka-protocol cluster instead (see example 13 below).
    shell 2:  agdx context 01J...CONVERSATION --last 20 --budget 4000 --json
              # the conversation's turns for a prompt (user, assistant, tool), newest within budget
 
+20. MCP clients calling the live agents (agdx bridge mcp)
+   shell 1:  agdx worker --agent calc --echo --operation add
+             # a worker that names its operations offers them as tools
+   shell 2:  agdx bridge mcp token --secret mcp.secret --ttl 1h
+             agdxmcp1.1767225600.9b1e...
+   shell 2:  agdx bridge mcp --listen 127.0.0.1:8766 --token-secret mcp.secret
+             agdx bridge mcp: serving http://127.0.0.1:8766/mcp
+             # tools: calc.add (AGENT.OPERATION), the list following agents as they come
+             # and go; a call is a command, its reply the result (a JSON object as
+             # structured content, an error reply a tool error with the AGDX code),
+             # chunks and task states arrive as progress, cancelling cancels the command
+   shell 3:  pip install mcp && python3 -c '
+             import anyio, httpx2
+             from mcp import Client
+             from mcp.client.streamable_http import streamable_http_client
+             async def main():
+                 http = httpx2.AsyncClient(headers={"Authorization": "Bearer agdxmcp1.1767225600.9b1e..."})
+                 async with http, Client(streamable_http_client("http://127.0.0.1:8766/mcp", http_client=http)) as c:
+                     print([t.name for t in (await c.list_tools()).tools])
+                     print((await c.call_tool("calc.add", {"a": 2, "b": 40})).structured_content)
+             anyio.run(main)'
+             ['calc.add']
+             {'a': 2, 'b': 40}
+             # a local client starts `agdx bridge mcp --stdio` itself instead (no token)
+
 Exit codes of `agdx ask`: 0 reply printed, 3 the agent answered with an error
 (or is quarantined), 4 no reply in time (--timeout), 130 interrupted (Ctrl-C),
 1 anything else (message on stderr).

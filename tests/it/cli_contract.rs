@@ -118,6 +118,7 @@ fn examples_show_the_first_session_to_copy() {
         "agdx agents --watch",
         "--metrics",
         "agdx bridge ioa",
+        "agdx bridge mcp --listen",
         "--stream-output lines",
         "AGDX_REPORT",
         "agdx cancel",

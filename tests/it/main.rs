@@ -26,6 +26,7 @@ mod bridge_ioa_contract;
 mod bridge_ioa_events;
 mod bridge_ioa_mcp;
 mod bridge_ioa_nodes_apart;
+mod bridge_mcp;
 mod cancel;
 mod causal_graph;
 mod chunk_stream;

@@ -167,9 +167,10 @@ fn status_message(state: Option<TaskState>, body: &[u8]) -> String {
     }
 }
 
-/// `bytes` as text, clipped for a progress message.
+/// `bytes` as text for a progress message: clipped, without the line end
+/// a line-wise stream's chunks carry.
 fn quote(bytes: &[u8]) -> String {
-    clip(&String::from_utf8_lossy(bytes), PROGRESS_QUOTE)
+    clip(String::from_utf8_lossy(bytes).trim_end(), PROGRESS_QUOTE)
 }
 
 /// The tool result of an outcome: a JSON object answer as structured
@@ -318,6 +319,7 @@ mod tests {
             "task working: half way"
         );
         assert_eq!(status_message(None, b"42%"), "42%");
+        assert_eq!(quote(b"upon\n"), "upon");
         let long = "x".repeat(500);
         assert_eq!(quote(long.as_bytes()).chars().count(), PROGRESS_QUOTE + 1);
     }

@@ -86,19 +86,17 @@ pub async fn run(global: &Global, args: McpArgs) -> Result<(), Failure> {
 }
 
 async fn serve(global: &Global, args: ServeArgs) -> Result<(), Failure> {
+    let named = args.tokens.tokens.is_some() || args.tokens.token_secret.is_some();
+    if args.stdio && named {
+        return Err(Failure::new(
+            "--tokens and --token-secret are for --listen (HTTP); a --stdio client is the local process that started the bridge: drop them",
+        ));
+    }
     let tokens = MINTER.tokens(&args.tokens)?;
-    match (args.listen.is_some(), tokens.is_empty()) {
-        (true, true) => {
-            return Err(Failure::new(
-                "--listen needs --tokens FILE or --token-secret FILE: every HTTP request must carry Authorization: Bearer TOKEN (mint one with `agdx bridge mcp token --secret FILE`)",
-            ));
-        }
-        (false, false) => {
-            return Err(Failure::new(
-                "--tokens and --token-secret are for --listen (HTTP); a --stdio client is the local process that started the bridge: drop them",
-            ));
-        }
-        _ => {}
+    if args.listen.is_some() && tokens.is_empty() {
+        return Err(Failure::new(
+            "--listen needs --tokens FILE or --token-secret FILE: every HTTP request must carry Authorization: Bearer TOKEN (mint one with `agdx bridge mcp token --secret FILE`)",
+        ));
     }
     let id = args.id.clone().unwrap_or_else(|| args.source.to_string());
     let mut config = McpConfig::new(id.clone());
