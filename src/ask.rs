@@ -442,12 +442,14 @@ impl Requester {
         let mut watch = self.send(request).await?;
         // Dropped before the answer came (the caller went away): the
         // command is cancelled in the background.
-        let mut give_up = GiveUp {
-            producer: self.producer.clone(),
-            command: self
-                .cancel_on_give_up
-                .then(|| (watch.sent.clone(), watch.target.clone())),
-        };
+        let mut give_up = GiveUp::new(
+            self.producer.clone(),
+            watch.sent.clone(),
+            watch.target.clone(),
+        );
+        if !self.cancel_on_give_up {
+            give_up.disarm();
+        }
         let sent_at = Instant::now();
         let mut deadline = instant_after(timeout);
         let mut body = Vec::new();
@@ -457,7 +459,7 @@ impl Requester {
             let until = ended.as_ref().map_or(deadline, |(_, by)| *by);
             let event = match watch.next_until(until).await {
                 Err(AskError::Timeout { .. }) if ended.is_some() => {
-                    give_up.command = None;
+                    give_up.disarm();
                     let (status, _) = ended.take().expect("a terminal state");
                     crate::metrics::reply_time(&target, sent_at.elapsed());
                     return task_outcome(status);
@@ -467,13 +469,13 @@ impl Requester {
                         crate::metrics::ask_timeout(&target);
                         give_up.now().await;
                     }
-                    give_up.command = None;
+                    give_up.disarm();
                     return Err(self.explain(error).await);
                 }
                 Ok(event) => event,
             };
             if event.is_terminal() {
-                give_up.command = None;
+                give_up.disarm();
             }
             if event.is_terminal() {
                 crate::metrics::reply_time(&target, sent_at.elapsed());

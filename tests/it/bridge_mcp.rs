@@ -6,8 +6,9 @@
 //! listing tools and seeing a new agent appear, calling them (a JSON object
 //! answer as structured content, text, an error reply as a tool error with
 //! the AGDX code), receiving a chunk stream as progress and cancelling a
-//! slow call, which cancels the command on the log. A request without the
-//! bearer token, or with a wrong one, is refused with 401.
+//! slow call, which cancels the command on the log; a loop and an unknown
+//! tool are refused as tool errors. A request without the bearer token, or
+//! with a wrong one, is refused with 401.
 //!
 //! The client is the Python found by `AGDX_TEST_MCP_PYTHON`, else
 //! `python3` when it can `import mcp`; without one the test says so on one
@@ -344,6 +345,30 @@ async fn exercise(
             .unwrap()
             .contains("with error unsupported: no such operand"),
         "{failed}"
+    );
+
+    // Refusals are tool errors: a call that already passed this bridge (a
+    // loop), a tool no live agent offers.
+    let looped = client
+        .ask(json!({"op": "call", "name": "calc.add", "args": {"a": 1},
+            "meta": {"agdx/bridge_hops": ["ax-ipc", "mcp"]}}))
+        .await;
+    assert_eq!(looped["isError"], true, "{looped}");
+    let text = looped["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.starts_with("bridge loop") && text.contains("ax-ipc -> mcp"),
+        "{looped}"
+    );
+    let unknown = client
+        .ask(json!({"op": "call", "name": "nobody.here", "args": {}}))
+        .await;
+    assert_eq!(unknown["isError"], true, "{unknown}");
+    assert!(
+        unknown["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("no tool 'nobody.here': no live agent offers it (live tools: calc.add,"),
+        "{unknown}"
     );
 
     // A chunk stream arrives as progress, then the whole as the result.

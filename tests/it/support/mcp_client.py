@@ -10,7 +10,9 @@ line on stdout, so the test can act on the log between steps:
   {"op": "list"}                       -> {"tools": [{name, description, inputSchema}]}
   {"op": "watch"}                      -> {"watching": true}  (tools/list_changed from now on)
   {"op": "changed", "timeout": S}      -> {"changed": bool}   (one change seen since the last)
-  {"op": "call", "name", "args"}       -> {"isError", "content", "structuredContent", "progress"}
+  {"op": "call", "name", "args", "meta"}
+                                       -> {"isError", "content", "structuredContent", "progress"}
+                                          or {"mcpError": {code, message}} (a protocol error)
   {"op": "cancel", "name", "args"}     -> {"cancelled": true, "progress": [...]}
                                           (cancelled at its first progress notification)
 
@@ -25,6 +27,7 @@ import anyio
 import httpx2
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 import mcp_types as types
 
 
@@ -84,9 +87,16 @@ async def main(url, token, mode, command):
                 async def on_progress(value, total, message):
                     progress.append({"progress": value, "message": message})
 
-                result = await client.call_tool(
-                    command["name"], command.get("args", {}), progress_callback=on_progress
-                )
+                try:
+                    result = await client.call_tool(
+                        command["name"],
+                        command.get("args", {}),
+                        progress_callback=on_progress,
+                        meta=command.get("meta"),
+                    )
+                except MCPError as error:
+                    say({"mcpError": {"code": error.code, "message": str(error)}})
+                    continue
                 answer = result.model_dump(by_alias=True, exclude_none=True)
                 answer["progress"] = progress
                 say(answer)
