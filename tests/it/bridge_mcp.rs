@@ -454,6 +454,8 @@ async fn the_official_python_client_lists_calls_streams_and_cancels() {
     }
 }
 
+/// The same bridge, started by the client itself on stdio: its commands
+/// carry the bridge in `bridge_hops`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_local_client_starts_the_bridge_on_stdio() {
     let Some(python) = python() else {
@@ -467,6 +469,21 @@ async fn a_local_client_starts_the_bridge_on_stdio() {
         .ask(json!({"op": "call", "name": "calc.add", "args": {"a": 1, "b": 2}}))
         .await;
     assert_eq!(sum["structuredContent"], json!({"sum": 3}), "{sum}");
+    // The command on the log: the arguments as its JSON body, the bridge in
+    // its hops.
+    let commands = fabric.records(&fabric.topology.commands).await;
+    let command = commands
+        .iter()
+        .filter_map(|r| agdx::wire::AgentEnvelope::decode_valid(&r.payload).ok())
+        .find(|e| e.operation.as_deref() == Some("add"))
+        .expect("the call's command");
+    assert_eq!(command.body, br#"{"a":1,"b":2}"#);
+    let hops: Vec<&str> = command
+        .metadata
+        .iter()
+        .flat_map(|m| m.bridge_hops())
+        .collect();
+    assert_eq!(hops, ["mcp"]);
     drop(client);
     calc.stop().await;
 }
