@@ -17,6 +17,8 @@ mod bridge_ax_ipc;
 mod bridge_ax_ipc_bad_input;
 mod bridge_ax_ipc_cli;
 mod bridge_ax_ipc_http;
+mod bridge_ax_ipc_llm_proxy;
+mod bridge_ax_ipc_taint;
 mod bridge_axon;
 mod bridge_axon_cli;
 mod bridge_axon_daemon;
