@@ -17,6 +17,8 @@ mod error;
 mod log;
 mod pipeline;
 mod plain;
+mod plain_kafka;
+mod plain_local;
 mod startup;
 mod timing;
 mod topology;
@@ -27,7 +29,7 @@ use ax_ipc::{AxIpcBenchOptions, run_ax_ipc_bench};
 use bridge_axon::{BridgeAxonBenchOptions, run_bridge_axon_bench};
 use cancel::{CancelBenchOptions, run_cancel_bench};
 use error::BenchError;
-use log::{LogBenchOptions, run_log_bench};
+use log::{LogBaseline, LogBenchOptions, run_log_bench};
 use pipeline::{PipelineBenchOptions, run_pipeline_bench};
 use plain::PlainIggyTarget;
 use startup::{StartupBenchOptions, run_startup_bench};
@@ -265,8 +267,11 @@ pub async fn run(global: &Global, command: BenchCommand) -> Result<(), Failure> 
             };
             for spec in in_every_mode(global.spec()?) {
                 let log = spec.open().await?;
-                let plain = PlainIggyTarget::for_spec(&spec);
-                println!("{}", run_log_bench(log, plain, options.clone()).await?);
+                let baseline = match &spec {
+                    LogSpec::Embedded(dir) => Some(LogBaseline::Local(dir.clone())),
+                    other => PlainIggyTarget::for_spec(other).map(LogBaseline::Iggy),
+                };
+                println!("{}", run_log_bench(log, baseline, options.clone()).await?);
             }
         }
         BenchCommand::Ask(args) => {
@@ -355,7 +360,8 @@ pub async fn run(global: &Global, command: BenchCommand) -> Result<(), Failure> 
             };
             for spec in in_every_mode(global.spec()?) {
                 let plain = match &spec {
-                    LogSpec::Embedded(_) => Some(PlainWorker::Sqlite),
+                    LogSpec::Embedded(dir) => Some(PlainWorker::Sqlite(dir.clone())),
+                    LogSpec::Kafka(url) => Some(PlainWorker::Kafka(url.clone())),
                     other => PlainIggyTarget::for_spec(other).map(PlainWorker::Iggy),
                 };
                 let log = spec.open().await?;

@@ -8,20 +8,19 @@
 //! The plain baseline does the same I/O with nothing of the runtime in it,
 //! per partition: read a batch of records, append one reply per record to
 //! a reply topic, store the offset, with the pool's batch size and
-//! durability. On the embedded log it is plain SQLite (`rusqlite`) in a
-//! file of its own with the log's schema and settings (WAL,
-//! `synchronous=FULL`, 8 KiB pages), the reply rows and the offset in one
-//! transaction per batch, one writer; on Iggy the plain `iggy` client on a
+//! durability. On the embedded log it is plain SQLite
+//! ([`super::plain_local::PlainSqlite`]), the reply rows and the offset in
+//! one transaction per batch, one writer; on Iggy the plain `iggy` client on a
 //! connection of its own, reading the same commands (as a consumer of its
-//! own) and storing its consumer offset. The ratio is ours/plain. Kafka has
-//! no plain baseline yet.
+//! own) and storing its consumer offset; on Kafka plain `rdkafka`
+//! ([`super::plain_kafka`]). The ratio is ours/plain.
 //!
 //! The resident memory of the process is read once 10,000 commands are
 //! committed and again at the end of the one-member run: with
 //! `--commands 1000000`, whether a worker grows with traffic.
 
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -34,6 +33,8 @@ use agdx::{CommandRequest, Producer, Topology, TopologyConfig, new_conversation_
 use tokio_util::sync::CancellationToken;
 
 use super::plain::{PlainClient, PlainIggyTarget};
+use super::plain_kafka::{brokers_of, plain_kafka};
+use super::plain_local::{COMMANDS, PlainSqlite, REPLIES};
 use super::{BenchError, rss_kib};
 
 /// What to run.
@@ -63,10 +64,13 @@ impl Default for WorkerBenchOptions {
 /// The plain baseline's backend.
 #[derive(Debug, Clone)]
 pub enum PlainWorker {
-    /// Plain SQLite in a temporary directory.
-    Sqlite,
+    /// Plain SQLite in a temporary directory inside this one (the log's,
+    /// so that both meet the same disk).
+    Sqlite(PathBuf),
     /// The plain `iggy` client on the bench server.
     Iggy(PlainIggyTarget),
+    /// Plain `rdkafka` on the cluster of this `kafka://` string.
+    Kafka(String),
 }
 
 /// Commands the pool has committed when the first memory figure is read.
@@ -170,10 +174,10 @@ pub async fn run_worker_bench(
         preload(&log, &topology, &options).await?;
         let plain_run = async || -> Result<Option<Duration>, BenchError> {
             match &plain {
-                Some(PlainWorker::Sqlite) => {
+                Some(PlainWorker::Sqlite(beside)) => {
                     let payloads = command_payloads(&log, &topology.commands).await?;
-                    let dir =
-                        tempfile::tempdir().map_err(|e| BenchError::Options(e.to_string()))?;
+                    let dir = tempfile::tempdir_in(beside)
+                        .map_err(|e| BenchError::Options(e.to_string()))?;
                     Ok(Some(
                         plain_sqlite(dir.path(), payloads, options.partitions).await?,
                     ))
@@ -181,6 +185,21 @@ pub async fn run_worker_bench(
                 Some(PlainWorker::Iggy(target)) => Ok(Some(
                     plain_iggy(&log, target, &topology, options.commands).await?,
                 )),
+                Some(PlainWorker::Kafka(url)) => {
+                    let commands = &topology.commands;
+                    let replies = plain_replies(&log, &topology).await?;
+                    Ok(Some(
+                        plain_kafka(
+                            brokers_of(url),
+                            &format!("{}.{}", commands.stream, commands.topic),
+                            &format!("{}.{}", replies.stream, replies.topic),
+                            commands.partitions.get(),
+                            options.commands,
+                            batch(),
+                        )
+                        .await?,
+                    ))
+                }
                 None => Ok(None),
             }
         };
@@ -207,7 +226,8 @@ pub async fn run_worker_bench(
     Ok(WorkerBenchReport {
         log: log.describe(),
         plain: plain.map(|p| match p {
-            PlainWorker::Sqlite => "plain SQLite".to_owned(),
+            PlainWorker::Sqlite(_) => "plain SQLite".to_owned(),
+            PlainWorker::Kafka(_) => "plain rdkafka".to_owned(),
             PlainWorker::Iggy(target) => match target.durability() {
                 Durability::Fsync => "plain iggy client (flush + fsync)".to_owned(),
                 Durability::Server => "plain iggy client".to_owned(),
@@ -349,42 +369,10 @@ fn plain_sqlite_blocking(
     payloads: Vec<Vec<Vec<u8>>>,
     partitions: u32,
 ) -> rusqlite::Result<Duration> {
-    const COMMANDS: i64 = 1;
-    const REPLIES: i64 = 2;
-    let mut conn = rusqlite::Connection::open(path)?;
-    conn.pragma_update(None, "page_size", 8192)?;
-    conn.pragma_update(None, "journal_mode", "WAL")?;
-    conn.pragma_update(None, "synchronous", "FULL")?;
-    conn.execute_batch(
-        "CREATE TABLE records (
-            topic_key INTEGER NOT NULL, part INTEGER NOT NULL, off INTEGER NOT NULL,
-            ts INTEGER NOT NULL, headers BLOB NOT NULL, payload BLOB NOT NULL,
-            checksum INTEGER NOT NULL,
-            PRIMARY KEY (topic_key, part, off)) WITHOUT ROWID;
-         CREATE TABLE group_offsets (
-            topic_key INTEGER NOT NULL, grp TEXT NOT NULL, part INTEGER NOT NULL,
-            off INTEGER NOT NULL,
-            PRIMARY KEY (topic_key, grp, part)) WITHOUT ROWID;",
-    )?;
-    {
-        let tx = conn.transaction()?;
-        {
-            let mut insert =
-                tx.prepare("INSERT INTO records VALUES (?1, ?2, ?3, 0, x'', ?4, 0)")?;
-            for (part, list) in payloads.iter().enumerate() {
-                for (off, payload) in list.iter().enumerate() {
-                    insert.execute(rusqlite::params![
-                        COMMANDS,
-                        part as i64,
-                        off as i64,
-                        payload
-                    ])?;
-                }
-            }
-        }
-        tx.commit()?;
+    let mut db = PlainSqlite::create(path)?;
+    for (part, list) in payloads.iter().enumerate() {
+        db.append((COMMANDS, part as i64), 0, list, None)?;
     }
-    let batch = i64::from(batch());
     let started = Instant::now();
     let mut next = vec![0i64; partitions as usize];
     let mut written = vec![0i64; partitions as usize];
@@ -392,44 +380,34 @@ fn plain_sqlite_blocking(
     while busy {
         busy = false;
         for part in 0..partitions as usize {
-            let rows: Vec<(i64, Vec<u8>)> = conn
-                .prepare_cached(
-                    "SELECT off, payload FROM records WHERE topic_key = ?1 AND part = ?2 AND off >= ?3 ORDER BY off LIMIT ?4",
-                )?
-                .query_map(
-                    rusqlite::params![COMMANDS, part as i64, next[part], batch],
-                    |row| Ok((row.get(0)?, row.get(1)?)),
-                )?
-                .collect::<rusqlite::Result<_>>()?;
-            let Some(&(last, _)) = rows.last() else {
+            let rows = db.read((COMMANDS, part as i64), next[part], batch())?;
+            let Some(&(last, _, _)) = rows.last() else {
                 continue;
             };
             busy = true;
-            let tx = conn.transaction()?;
-            {
-                let mut insert =
-                    tx.prepare_cached("INSERT INTO records VALUES (?1, ?2, ?3, ?4, x'', ?5, 0)")?;
-                for (_, payload) in &rows {
-                    insert.execute(rusqlite::params![
-                        REPLIES,
-                        part as i64,
-                        written[part],
-                        started.elapsed().as_micros() as i64,
-                        payload
-                    ])?;
-                    written[part] += 1;
-                }
-                tx.prepare_cached(
-                    "INSERT INTO group_offsets VALUES (?1, 'plain', ?2, ?3)
-                     ON CONFLICT (topic_key, grp, part) DO UPDATE SET off = excluded.off",
-                )?
-                .execute(rusqlite::params![COMMANDS, part as i64, last])?;
-            }
-            tx.commit()?;
+            let replies: Vec<&[u8]> = rows.iter().map(|(_, _, payload)| &payload[..]).collect();
+            db.append(
+                (REPLIES, part as i64),
+                written[part],
+                &replies,
+                Some((COMMANDS, part as i64, last)),
+            )?;
+            written[part] += replies.len() as i64;
             next[part] = last + 1;
         }
     }
     Ok(started.elapsed())
+}
+
+/// The topic the plain loops reply to, beside the commands.
+async fn plain_replies(log: &SharedLog, topology: &Topology) -> Result<TopicInfo, BenchError> {
+    Ok(log
+        .ensure_topic(
+            &topology.commands.stream,
+            "bench.plain.replies",
+            topology.commands.partitions.get(),
+        )
+        .await?)
 }
 
 /// The plain `iggy` loop over the commands of `topology`: one task per
@@ -440,13 +418,7 @@ async fn plain_iggy(
     topology: &Topology,
     commands: u64,
 ) -> Result<Duration, BenchError> {
-    let replies = log
-        .ensure_topic(
-            &topology.commands.stream,
-            "bench.plain.replies",
-            topology.commands.partitions.get(),
-        )
-        .await?;
+    let replies = plain_replies(log, topology).await?;
     let client = Arc::new(PlainClient::connect(target).await?);
     let started = Instant::now();
     let loops = (0..topology.commands.partitions.get()).map(|partition| {
