@@ -417,6 +417,52 @@ fn rss_kib() -> Option<i64> {
         .ok()
 }
 
+/// The CPU time (user and system) the process has used so far, from
+/// `/proc/self/stat` (in the kernel's 1/100 s ticks); `None` where that is
+/// not there.
+fn cpu_time() -> Option<std::time::Duration> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The command name in parentheses may hold spaces; fields count after it.
+    let (_, rest) = stat.rsplit_once(')')?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the whole line.
+    let ticks = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    Some(std::time::Duration::from_millis(ticks * 10))
+}
+
+/// The wall-clock and CPU time of a stretch of work.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Spent {
+    /// Wall-clock time.
+    pub wall: std::time::Duration,
+    /// CPU time of the whole process over it (its other threads too).
+    pub cpu: Option<std::time::Duration>,
+}
+
+/// Times a stretch of work, wall-clock and CPU.
+struct Stopwatch {
+    started: std::time::Instant,
+    cpu: Option<std::time::Duration>,
+}
+
+impl Stopwatch {
+    fn start() -> Self {
+        Self {
+            started: std::time::Instant::now(),
+            cpu: cpu_time(),
+        }
+    }
+
+    fn stop(&self) -> Spent {
+        Spent {
+            wall: self.started.elapsed(),
+            cpu: cpu_time()
+                .zip(self.cpu)
+                .map(|(now, then)| now.saturating_sub(then)),
+        }
+    }
+}
+
 /// A duration in milliseconds, for reports.
 fn ms(d: std::time::Duration) -> f64 {
     d.as_secs_f64() * 1000.0

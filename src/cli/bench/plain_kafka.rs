@@ -16,7 +16,7 @@ use rdkafka::message::Message;
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 
-use super::BenchError;
+use super::{BenchError, Spent, Stopwatch};
 
 /// How long a partition's loop waits for a record before its batch is
 /// taken as complete.
@@ -46,7 +46,7 @@ pub(super) async fn plain_kafka(
     partitions: u32,
     expected: u64,
     batch: u32,
-) -> Result<Duration, BenchError> {
+) -> Result<Spent, BenchError> {
     let mut common = ClientConfig::new();
     common
         .set("bootstrap.servers", brokers)
@@ -100,7 +100,7 @@ pub(super) async fn plain_kafka(
         .map_err(|e| failed("reading the end offsets", e))?;
         ends.push(high);
     }
-    let started = Instant::now();
+    let stopwatch = Stopwatch::start();
     let loops = queues.into_iter().map(|(partition, queue)| {
         let (consumer, producer) = (consumer.clone(), producer.clone());
         let end = ends[partition as usize];
@@ -164,7 +164,7 @@ pub(super) async fn plain_kafka(
         .await?
         .into_iter()
         .sum();
-    let elapsed = started.elapsed();
+    let spent = stopwatch.stop();
     events.abort();
     if handled != expected {
         return Err(failed(
@@ -172,7 +172,7 @@ pub(super) async fn plain_kafka(
             format!("read {handled} commands of {expected}"),
         ));
     }
-    Ok(elapsed)
+    Ok(spent)
 }
 
 #[cfg(test)]

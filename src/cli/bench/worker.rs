@@ -35,7 +35,7 @@ use tokio_util::sync::CancellationToken;
 use super::plain::{PlainClient, PlainIggyTarget};
 use super::plain_kafka::{brokers_of, plain_kafka};
 use super::plain_local::{COMMANDS, PlainSqlite, REPLIES};
-use super::{BenchError, rss_kib};
+use super::{BenchError, Spent, Stopwatch, rss_kib};
 
 /// What to run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,9 +85,9 @@ pub struct WorkerRun {
     /// Pool members.
     pub members: usize,
     /// From the pool's start to its last commit.
-    pub ours: Duration,
+    pub ours: Spent,
     /// The plain loop's time for the same commands.
-    pub plain: Option<Duration>,
+    pub plain: Option<Spent>,
 }
 
 /// What the bench found.
@@ -110,6 +110,13 @@ fn per_sec(commands: u64, elapsed: Duration) -> f64 {
     commands as f64 / elapsed.as_secs_f64().max(1e-9)
 }
 
+/// Microseconds of CPU per command, for reports.
+fn cpu_per_command(commands: u64, spent: &Spent) -> String {
+    spent.cpu.map_or("n/a".to_owned(), |cpu| {
+        format!("{:.1}", cpu.as_secs_f64() * 1e6 / commands.max(1) as f64)
+    })
+}
+
 impl fmt::Display for WorkerBenchReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let o = &self.options;
@@ -119,20 +126,22 @@ impl fmt::Display for WorkerBenchReport {
             self.log, o.commands, o.size, o.partitions
         )?;
         for run in &self.runs {
-            let ours = per_sec(o.commands, run.ours);
+            let ours = per_sec(o.commands, run.ours.wall);
             write!(
                 f,
-                "  {} member{}: {ours:>9.0} commands/s ({:.2} s)",
+                "  {} member{}: {ours:>9.0} commands/s ({:.2} s, {} µs CPU a command)",
                 run.members,
                 if run.members == 1 { " " } else { "s" },
-                run.ours.as_secs_f64()
+                run.ours.wall.as_secs_f64(),
+                cpu_per_command(o.commands, &run.ours)
             )?;
             match (run.plain, &self.plain) {
-                (Some(plain), Some(name)) => {
-                    let plain = per_sec(o.commands, plain);
+                (Some(plain_spent), Some(name)) => {
+                    let plain = per_sec(o.commands, plain_spent.wall);
                     writeln!(
                         f,
-                        "; {name} {plain:.0} commands/s; ours/plain {:.2}",
+                        "; {name} {plain:.0} commands/s ({} µs CPU a command); ours/plain {:.2}",
+                        cpu_per_command(o.commands, &plain_spent),
                         ours / plain
                     )?;
                 }
@@ -172,7 +181,7 @@ pub async fn run_worker_bench(
             .ensure(log.as_ref())
             .await?;
         preload(&log, &topology, &options).await?;
-        let plain_run = async || -> Result<Option<Duration>, BenchError> {
+        let plain_run = async || -> Result<Option<Spent>, BenchError> {
             match &plain {
                 Some(PlainWorker::Sqlite(beside)) => {
                     let payloads = command_payloads(&log, &topology.commands).await?;
@@ -273,11 +282,12 @@ async fn pool(
     members: usize,
     commands: u64,
     measure_rss: bool,
-) -> Result<(Duration, Option<(i64, i64)>), BenchError> {
+) -> Result<(Spent, Option<(i64, i64)>), BenchError> {
     let shutdown = CancellationToken::new();
     let mut stats: Vec<Arc<WorkerStats>> = Vec::new();
     let mut tasks = Vec::new();
     let started = Instant::now();
+    let stopwatch = Stopwatch::start();
     for _ in 0..members {
         let producer = Producer::new(log.clone(), topology.clone(), agent("bench-echo"));
         let config = WorkerConfig {
@@ -311,14 +321,14 @@ async fn pool(
         }
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
-    let elapsed = started.elapsed();
+    let spent = stopwatch.stop();
     let end = rss_kib();
     shutdown.cancel();
     for task in tasks {
         task.await
             .map_err(|e| BenchError::Options(e.to_string()))??;
     }
-    Ok((elapsed, early.zip(end)))
+    Ok((spent, early.zip(end)))
 }
 
 /// The payloads of every command on `commands`, by partition.
@@ -356,7 +366,7 @@ async fn plain_sqlite(
     dir: &Path,
     payloads: Vec<Vec<Vec<u8>>>,
     partitions: u32,
-) -> Result<Duration, BenchError> {
+) -> Result<Spent, BenchError> {
     let path = dir.join("plain.sqlite3");
     tokio::task::spawn_blocking(move || plain_sqlite_blocking(&path, payloads, partitions))
         .await
@@ -368,12 +378,12 @@ fn plain_sqlite_blocking(
     path: &Path,
     payloads: Vec<Vec<Vec<u8>>>,
     partitions: u32,
-) -> rusqlite::Result<Duration> {
+) -> rusqlite::Result<Spent> {
     let mut db = PlainSqlite::create(path)?;
     for (part, list) in payloads.iter().enumerate() {
         db.append((COMMANDS, part as i64), 0, list, None)?;
     }
-    let started = Instant::now();
+    let stopwatch = Stopwatch::start();
     let mut next = vec![0i64; partitions as usize];
     let mut written = vec![0i64; partitions as usize];
     let mut busy = true;
@@ -396,7 +406,7 @@ fn plain_sqlite_blocking(
             next[part] = last + 1;
         }
     }
-    Ok(started.elapsed())
+    Ok(stopwatch.stop())
 }
 
 /// The topic the plain loops reply to, beside the commands.
@@ -417,10 +427,10 @@ async fn plain_iggy(
     target: &PlainIggyTarget,
     topology: &Topology,
     commands: u64,
-) -> Result<Duration, BenchError> {
+) -> Result<Spent, BenchError> {
     let replies = plain_replies(log, topology).await?;
     let client = Arc::new(PlainClient::connect(target).await?);
-    let started = Instant::now();
+    let stopwatch = Stopwatch::start();
     let loops = (0..topology.commands.partitions.get()).map(|partition| {
         let (client, commands_topic, replies) =
             (client.clone(), topology.commands.clone(), replies.clone());
@@ -447,14 +457,14 @@ async fn plain_iggy(
         .await?
         .into_iter()
         .sum();
-    let elapsed = started.elapsed();
+    let spent = stopwatch.stop();
     client.close().await;
     if handled != commands {
         return Err(BenchError::Options(format!(
             "the plain loop read {handled} commands of {commands}"
         )));
     }
-    Ok(elapsed)
+    Ok(spent)
 }
 
 fn agent(name: &str) -> AgentId {
@@ -476,15 +486,24 @@ mod tests {
             plain: Some("plain SQLite".into()),
             runs: vec![WorkerRun {
                 members: 1,
-                ours: Duration::from_secs(2),
-                plain: Some(Duration::from_secs(1)),
+                ours: Spent {
+                    wall: Duration::from_secs(2),
+                    cpu: Some(Duration::from_secs(3)),
+                },
+                plain: Some(Spent {
+                    wall: Duration::from_secs(1),
+                    cpu: None,
+                }),
             }],
             rss_kib: Some((10 * 1024, 11 * 1024)),
         };
         let text = report.to_string();
-        assert!(text.contains("1 member :       500 commands/s"), "{text}");
         assert!(
-            text.contains("plain SQLite 1000 commands/s; ours/plain 0.50"),
+            text.contains("1 member :       500 commands/s (2.00 s, 3000.0 µs CPU a command)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("plain SQLite 1000 commands/s (n/a µs CPU a command); ours/plain 0.50"),
             "{text}"
         );
         assert!(
