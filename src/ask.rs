@@ -66,6 +66,7 @@ use crate::routing::partition_of;
 use crate::trust::Verifier;
 pub use watch::ReplyWatch;
 use watch::instant_after;
+pub(crate) use watch::send_input;
 
 /// Why an ask did not produce an answer.
 #[derive(Debug, thiserror::Error)]

@@ -27,9 +27,13 @@
 //! - `ax_ipc` (feature `bridge-ax-ipc`): the AX host's IPC
 //!   (length-prefixed JSON over a Unix socket, and `POST /internal/ipc`
 //!   over HTTP).
+//! - `a2a` (feature `bridge-a2a`): an A2A server (JSON-RPC over HTTP,
+//!   SSE) whose agents are the live agents on the log.
 //! - `ioa` (feature `bridge-ioa`): an IOA server (spaces, nodes, the
 //!   message graph, SSE, MCP tools) whose only store is the log.
 
+#[cfg(feature = "bridge-a2a")]
+pub mod a2a;
 #[cfg(feature = "bridge-ax-ipc")]
 pub mod ax_ipc;
 #[cfg(feature = "bridge-axon")]

@@ -13,6 +13,7 @@ mod view_snapshots;
 mod agent_cards;
 mod ask_idle;
 mod ask_reply;
+mod bridge_a2a;
 mod bridge_ax_ipc;
 mod bridge_ax_ipc_bad_input;
 mod bridge_ax_ipc_cli;
