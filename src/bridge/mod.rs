@@ -43,6 +43,24 @@ pub mod ioa;
 
 use agdx_wire::Metadata;
 
+/// Serves `router` on `listener` until `shutdown` completes, then cancels
+/// `closing`, which ends the open event streams (they would otherwise keep
+/// a graceful shutdown waiting forever).
+#[cfg(any(feature = "bridge-ioa", feature = "bridge-a2a"))]
+pub(crate) async fn serve_http(
+    listener: tokio::net::TcpListener,
+    router: axum::Router,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    closing: tokio_util::sync::CancellationToken,
+) -> std::io::Result<()> {
+    axum::serve(listener, router)
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            closing.cancel();
+        })
+        .await
+}
+
 /// A message came back to a bridge it already passed through.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(

@@ -17,9 +17,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use agdx::bridge::a2a::{A2aBridge, A2aConfig};
-use agdx::worker::{HandlerError, HandlerReply, handler_fn};
 use serde_json::{Value, json};
-use support::agents::{Heeded, heeding, refusing, storyteller};
+use support::agents::{Heeded, booking, heeding, refusing, storyteller};
 use support::fabric::{ANSWER, Fabric, Running, embedded_fabric};
 use tokio::io::AsyncBufReadExt;
 
@@ -79,16 +78,6 @@ struct Pools {
 
 fn pools(fabric: &Fabric) -> Pools {
     let (slow, heeded) = heeding();
-    let book = handler_fn(|request| async move {
-        let day = request
-            .ask_input(b"which day?".to_vec(), ANSWER)
-            .await
-            .map_err(|e| HandlerError::fatal(e.to_string()))?;
-        Ok(HandlerReply::raw(format!(
-            "booked for {}",
-            String::from_utf8_lossy(&day)
-        )))
-    });
     let running = vec![
         Running::start(
             fabric
@@ -97,7 +86,7 @@ fn pools(fabric: &Fabric) -> Pools {
         ),
         Running::start(fabric.worker("story").handle("tell", storyteller(STORY))),
         Running::start(fabric.worker("slow").handle("wait", slow)),
-        Running::start(fabric.worker("desk").handle("book", book)),
+        Running::start(fabric.worker("desk").handle("book", booking(ANSWER))),
         Running::start(fabric.worker("broken").handle("fix", refusing("it broke"))),
     ];
     Pools {
@@ -130,6 +119,16 @@ async fn bridge(fabric: &Fabric) -> String {
     base
 }
 
+/// The SDK's Python, the fabric, its pools and a bridge's URL; `None`
+/// (after one line saying so) without the SDK.
+async fn setup(test: &str) -> Option<(PathBuf, Fabric, Pools, String)> {
+    let python = a2a_python()?;
+    let fabric = embedded_fabric(test).await;
+    let pools = pools(&fabric);
+    let base = bridge(&fabric).await;
+    Some((python, fabric, pools, base))
+}
+
 async fn stop(pools: Pools) {
     for running in pools.running {
         running.stop().await;
@@ -151,10 +150,9 @@ async fn raw(base: &str, agent: &str, body: &str) -> (u16, Value) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sdk_reads_cards_sends_and_reads_the_task_back_from_the_log() {
-    let Some(python) = a2a_python() else { return };
-    let fabric = embedded_fabric("a2a-send").await;
-    let pools = pools(&fabric);
-    let base = bridge(&fabric).await;
+    let Some((python, fabric, pools, base)) = setup("a2a-send").await else {
+        return;
+    };
 
     let listed = client(&python, &base, &["agents"]).await;
     let cards = listed["cards"].as_array().expect("cards");
@@ -250,10 +248,9 @@ async fn the_sdk_reads_cards_sends_and_reads_the_task_back_from_the_log() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_chunk_stream_arrives_as_artifact_updates_over_sse() {
-    let Some(python) = a2a_python() else { return };
-    let fabric = embedded_fabric("a2a-stream").await;
-    let pools = pools(&fabric);
-    let base = bridge(&fabric).await;
+    let Some((python, _fabric, pools, base)) = setup("a2a-stream").await else {
+        return;
+    };
 
     let streamed = client(&python, &base, &["stream", "story", "go"]).await;
     let events = streamed["events"].as_array().expect("events");
@@ -298,10 +295,9 @@ async fn a_chunk_stream_arrives_as_artifact_updates_over_sse() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancel_reaches_the_handler_and_input_required_round_trips() {
-    let Some(python) = a2a_python() else { return };
-    let fabric = embedded_fabric("a2a-cancel").await;
-    let pools = pools(&fabric);
-    let base = bridge(&fabric).await;
+    let Some((python, _fabric, pools, base)) = setup("a2a-cancel").await else {
+        return;
+    };
 
     // The bridge answers a blocking send after its send wait (2 s here).
     let slow = client(&python, &base, &["send", "slow", "take your time"]).await;
@@ -338,10 +334,9 @@ async fn cancel_reaches_the_handler_and_input_required_round_trips() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn errors_end_tasks_failed_and_refusals_carry_the_spec_codes() {
-    let Some(python) = a2a_python() else { return };
-    let fabric = embedded_fabric("a2a-refusals").await;
-    let pools = pools(&fabric);
-    let base = bridge(&fabric).await;
+    let Some((python, _fabric, pools, base)) = setup("a2a-refusals").await else {
+        return;
+    };
 
     let failed = client(&python, &base, &["send", "broken", "please"]).await;
     assert_eq!(failed["state"], "TASK_STATE_FAILED", "{failed}");

@@ -47,7 +47,7 @@ pub enum A2aError {
     Loop(#[from] BridgeLoop),
     /// Sending the command or reading its replies failed.
     #[error("the command could not be sent: {0}")]
-    Ask(#[from] AskError),
+    Ask(#[source] Box<AskError>),
     /// The bridge's own configuration is unusable.
     #[error("invalid bridge configuration: {0}")]
     Config(String),
@@ -57,6 +57,12 @@ pub enum A2aError {
     /// Reading the task back from the log failed.
     #[error("the task could not be read from the log: {0}")]
     Replay(#[from] ReplayError),
+}
+
+impl From<AskError> for A2aError {
+    fn from(error: AskError) -> Self {
+        A2aError::Ask(Box::new(error))
+    }
 }
 
 impl A2aError {

@@ -10,7 +10,7 @@ use agdx_wire::{ContentType, TaskState};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
-use super::logged::ended_by;
+use super::logged::ending;
 use super::model::{self, REPLY_ARTIFACT, TaskId};
 use crate::ask::{ReplyEvent, ReplyWatch};
 use crate::clock::{SharedClock, system_clock};
@@ -283,12 +283,9 @@ async fn drive(task: &LiveTask, mut replies: ReplyWatch, timeout: Duration, cloc
                 task.push(TaskEvent::Status(TaskState::Completed, None, now));
                 return;
             }
-            ReplyEvent::Error(error) => {
-                let message = error
-                    .message
-                    .clone()
-                    .unwrap_or_else(|| error.code.name().into());
-                task.push(TaskEvent::Status(ended_by(&error), Some(message), now));
+            ReplyEvent::Error(error) | ReplyEvent::StreamEnd(StreamEnd::Failed(error)) => {
+                let (state, message) = ending(&error);
+                task.push(TaskEvent::Status(state, Some(message), now));
                 return;
             }
             ReplyEvent::Chunk { body, .. } => {
@@ -318,19 +315,66 @@ async fn drive(task: &LiveTask, mut replies: ReplyWatch, timeout: Duration, cloc
                 task.push(TaskEvent::Status(TaskState::Completed, None, now));
                 return;
             }
-            ReplyEvent::StreamEnd(StreamEnd::Failed(error)) => {
-                let message = error
-                    .message
-                    .clone()
-                    .unwrap_or_else(|| error.code.name().into());
-                task.push(TaskEvent::Status(ended_by(&error), Some(message), now));
-                return;
-            }
             ReplyEvent::StreamEnd(end) => {
                 let why = format!("the reply stream broke: {end:?}");
                 task.push(TaskEvent::Status(TaskState::Failed, Some(why), now));
                 return;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task() -> LiveTask {
+        LiveTask {
+            id: TaskId {
+                conversation: crate::new_conversation_id(),
+                correlation: crate::new_correlation_id(),
+            },
+            context_id: "ctx".into(),
+            progress: Mutex::default(),
+            changed: watch::channel(0).0,
+        }
+    }
+
+    #[test]
+    fn a_repeated_state_is_one_event_and_stops_are_ends_and_prompts() {
+        let live = task();
+        live.push(TaskEvent::Status(TaskState::Submitted, None, 1));
+        live.push(TaskEvent::Status(TaskState::Submitted, None, 2));
+        live.push(TaskEvent::Status(TaskState::Working, None, 3));
+        assert_eq!(live.event_count(), 2);
+        assert!(!live.events_from(0).iter().any(TaskEvent::is_stop));
+        let prompt = TaskEvent::Status(TaskState::InputRequired, Some("which day?".into()), 4);
+        assert!(prompt.is_stop());
+        assert!(TaskEvent::Status(TaskState::Canceled, None, 5).is_stop());
+        let json = prompt.to_json(&live.id, "ctx");
+        let status = &json["statusUpdate"]["status"];
+        assert_eq!(status["state"], "TASK_STATE_INPUT_REQUIRED");
+        assert_eq!(status["message"]["parts"][0]["text"], "which day?");
+        assert_eq!(status["message"]["role"], "ROLE_AGENT");
+        assert_eq!(json["statusUpdate"]["taskId"], live.id.to_string());
+    }
+
+    #[test]
+    fn the_task_holds_the_reply_so_far_as_its_artifact() {
+        let live = task();
+        live.push(TaskEvent::Status(TaskState::Submitted, None, 1));
+        assert_eq!(live.to_json()["status"]["state"], "TASK_STATE_SUBMITTED");
+        assert!(live.to_json().get("artifacts").is_none());
+        live.reply(b"once ", ContentType::Raw, false);
+        live.reply(b"upon", ContentType::Raw, true);
+        live.push(TaskEvent::Status(TaskState::Completed, None, 2));
+        let json = live.to_json();
+        assert_eq!(json["status"]["state"], "TASK_STATE_COMPLETED");
+        assert_eq!(json["artifacts"][0]["artifactId"], "reply");
+        assert_eq!(json["artifacts"][0]["parts"][0]["text"], "once upon");
+        assert_eq!(
+            live.initial_json()["status"]["state"],
+            "TASK_STATE_SUBMITTED"
+        );
     }
 }

@@ -148,9 +148,9 @@ fn apply(
             true
         }
         Kind::Error => {
-            let error = error_of(envelope);
-            task.state = ended_by(&error);
-            task.message = Some(error.message.unwrap_or_else(|| error.code.name().into()));
+            let (state, message) = ending(&error_of(envelope));
+            task.state = state;
+            task.message = Some(message);
             true
         }
         Kind::Chunk => {
@@ -179,11 +179,31 @@ fn apply(
     }
 }
 
-/// The state an `error` reply ends a task in.
-pub fn ended_by(error: &agdx_wire::ErrorBody) -> TaskState {
-    if error.code == agdx_wire::ErrorCode::Cancelled {
+/// The state an `error` reply ends a task in, and the status text.
+pub fn ending(error: &agdx_wire::ErrorBody) -> (TaskState, String) {
+    let state = if error.code == agdx_wire::ErrorCode::Cancelled {
         TaskState::Canceled
     } else {
         TaskState::Failed
+    };
+    let text = error
+        .message
+        .clone()
+        .unwrap_or_else(|| error.code.name().to_owned());
+    (state, text)
+}
+
+#[cfg(test)]
+mod tests {
+    use agdx_wire::{ErrorBody, ErrorCode};
+
+    use super::*;
+
+    #[test]
+    fn a_cancelled_error_ends_canceled_and_others_failed() {
+        let cancelled = ErrorBody::new(ErrorCode::Cancelled).with_message("stopped");
+        assert_eq!(ending(&cancelled), (TaskState::Canceled, "stopped".into()));
+        let broke = ErrorBody::new(ErrorCode::Internal);
+        assert_eq!(ending(&broke), (TaskState::Failed, "internal".into()));
     }
 }

@@ -165,12 +165,7 @@ impl A2aBridge {
         let closing = self.inner.closing.clone();
         let router = self.router();
         drop(self);
-        axum::serve(listener, router)
-            .with_graceful_shutdown(async move {
-                shutdown.await;
-                closing.cancel();
-            })
-            .await
+        crate::bridge::serve_http(listener, router, shutdown, closing).await
     }
 
     /// The agents live now, by name.
