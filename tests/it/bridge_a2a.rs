@@ -213,13 +213,21 @@ async fn the_sdk_reads_cards_sends_and_reads_the_task_back_from_the_log() {
     );
     assert_eq!(got["artifacts"], sent["artifacts"]);
 
-    // The SDK's 0.3 compatibility transport (message/send) is served too.
+    // The SDK's 0.3 compatibility transport (message/send, message/stream,
+    // tasks/get) is served too.
     let legacy = client(&python, &base, &["legacy", "echo", "old hello"]).await;
-    assert_eq!(legacy["state"], "TASK_STATE_COMPLETED", "{legacy}");
+    let reply = json!([{"id": "reply", "text": "old hello"}]);
+    assert_eq!(legacy["sent"]["state"], "TASK_STATE_COMPLETED", "{legacy}");
+    assert_eq!(legacy["sent"]["artifacts"], reply);
+    let states = legacy["streamed"]["states"].as_array().expect("states");
     assert_eq!(
-        legacy["artifacts"],
-        json!([{"id": "reply", "text": "old hello"}])
+        states.first(),
+        Some(&json!("TASK_STATE_SUBMITTED")),
+        "{legacy}"
     );
+    assert_eq!(states.last(), Some(&json!("TASK_STATE_COMPLETED")));
+    assert_eq!(legacy["streamed"]["pieces"], json!(["old hello"]));
+    assert_eq!(legacy["got"]["artifacts"], reply);
 
     // A second bridge, the binary, started afterwards, reads the task from the log.
     let mut second = fabric
@@ -260,6 +268,10 @@ async fn a_chunk_stream_arrives_as_artifact_updates_over_sse() {
     );
     let states: Vec<&str> = events.iter().filter_map(|e| e["status"].as_str()).collect();
     assert!(states.contains(&"TASK_STATE_WORKING"), "{states:?}");
+    assert!(
+        !states.contains(&"TASK_STATE_SUBMITTED"),
+        "never back: {states:?}"
+    );
     assert_eq!(states.last(), Some(&"TASK_STATE_COMPLETED"));
     let pieces: Vec<&Value> = events
         .iter()

@@ -166,8 +166,11 @@ impl LiveTask {
         let len = {
             let mut progress = self.lock();
             if let TaskEvent::Status(state, message, _) = &event {
-                // The worker's own `submitted` repeats the bridge's.
-                if progress.state == Some(*state) && message.is_none() {
+                // The worker's own `submitted` repeats the bridge's (and
+                // may come after its `working`): a task never goes back.
+                let repeated = progress.state == Some(*state) && message.is_none();
+                let back = *state == TaskState::Submitted && progress.state.is_some();
+                if repeated || back {
                     return;
                 }
                 progress.state = Some(*state);
@@ -346,7 +349,8 @@ mod tests {
         live.push(TaskEvent::Status(TaskState::Submitted, None, 1));
         live.push(TaskEvent::Status(TaskState::Submitted, None, 2));
         live.push(TaskEvent::Status(TaskState::Working, None, 3));
-        assert_eq!(live.event_count(), 2);
+        live.push(TaskEvent::Status(TaskState::Submitted, None, 4));
+        assert_eq!(live.event_count(), 2, "no repeat, no going back");
         assert!(!live.events_from(0).iter().any(TaskEvent::is_stop));
         let prompt = TaskEvent::Status(TaskState::InputRequired, Some("which day?".into()), 4);
         assert!(prompt.is_stop());

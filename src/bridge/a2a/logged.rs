@@ -128,7 +128,9 @@ fn apply(
 ) -> bool {
     match envelope.kind {
         Kind::Status => {
-            let Some(state) = envelope.task_state else {
+            // A `submitted` adds nothing (the task starts so) and may
+            // come after `working`.
+            let Some(state) = envelope.task_state.filter(|s| *s != TaskState::Submitted) else {
                 return false;
             };
             task.state = state;

@@ -11,7 +11,7 @@ Steps:
   get AGENT TASK                 GetTask
   cancel AGENT TASK              CancelTask
   input AGENT TEXT ANSWER        SendMessage until input-required, then the answer
-  legacy AGENT TEXT              SendMessage through the SDK's 0.3 compatibility transport
+  legacy AGENT TEXT              send, stream and get through the SDK's 0.3 compatibility transport
 """
 
 import asyncio
@@ -121,7 +121,18 @@ async def step(base, name, args):
     if name == "legacy":
         agent, text = args
         client = await client_for(base, agent, streaming=False, legacy=True)
-        return task_json(await first_task(client, message(text)))
+        sent = task_json(await first_task(client, message(text)))
+        streaming = await client_for(base, agent, streaming=True, legacy=True)
+        states, pieces = [], []
+        async for event in streaming.send_message(message(text)):
+            if event.HasField("task"):
+                states.append(state(event.task.status.state))
+            elif event.HasField("status_update"):
+                states.append(state(event.status_update.status.state))
+            elif event.HasField("artifact_update"):
+                pieces.append(texts(event.artifact_update.artifact.parts))
+        got = task_json(await streaming.get_task(GetTaskRequest(id=sent["id"])))
+        return {"sent": sent, "streamed": {"states": states, "pieces": pieces}, "got": got}
     if name == "stream":
         agent, text, *skill = args
         client = await client_for(base, agent, streaming=True)
