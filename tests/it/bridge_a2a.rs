@@ -24,25 +24,31 @@ use tokio::io::AsyncBufReadExt;
 
 const STORY: &[&str] = &["once ", "upon ", "a ", "time"];
 
-/// The Python with the A2A SDK, or `None` after saying why the test skips.
+/// The Python with the A2A SDK, or `None` after saying (once a run) why
+/// the tests skip.
 fn a2a_python() -> Option<PathBuf> {
-    let python = std::env::var_os("AGDX_TEST_A2A_PYTHON")
-        .map_or_else(|| PathBuf::from("python3"), PathBuf::from);
-    let found = std::process::Command::new(&python)
-        .args(["-c", "import a2a.client, a2a.types"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        use std::io::Write;
-        // Straight to stderr, not the captured output, so every run shows it.
-        let _ = writeln!(
-            std::io::stderr(),
-            "a2a bridge: skipped: {} has no A2A SDK; `pip install a2a-sdk==1.3.0` or set AGDX_TEST_A2A_PYTHON to a python that has it",
-            python.display()
-        );
-        return None;
-    }
-    Some(python)
+    static FOUND: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    FOUND
+        .get_or_init(|| {
+            let python = std::env::var_os("AGDX_TEST_A2A_PYTHON")
+                .map_or_else(|| PathBuf::from("python3"), PathBuf::from);
+            let found = std::process::Command::new(&python)
+                .args(["-c", "import a2a.client, a2a.types"])
+                .output()
+                .is_ok_and(|o| o.status.success());
+            if found {
+                return Some(python);
+            }
+            use std::io::Write;
+            // Straight to stderr, not the captured output, so every run shows it.
+            let _ = writeln!(
+                std::io::stderr(),
+                "a2a bridge: skipped: {} has no A2A SDK; `pip install a2a-sdk==1.3.0` or set AGDX_TEST_A2A_PYTHON to a python that has it",
+                python.display()
+            );
+            None
+        })
+        .clone()
 }
 
 /// One step of the SDK client script against the bridge at `base`.
@@ -378,6 +384,14 @@ async fn errors_end_tasks_failed_and_refusals_carry_the_spec_codes() {
     assert_eq!(elsewhere["error"], "TaskNotFoundError");
 
     let code = |reply: &Value| reply["error"]["code"].as_i64();
+    let ended = json!({"jsonrpc": "2.0", "id": 5, "method": "SubscribeToTask",
+        "params": {"id": sent["id"]}});
+    let (_, resubscribed) = raw(&base, "echo", &ended.to_string()).await;
+    assert_eq!(
+        code(&resubscribed),
+        Some(-32004),
+        "an ended task: {resubscribed}"
+    );
     let (_, bad) = raw(&base, "echo", "{not json").await;
     assert_eq!(code(&bad), Some(-32700));
     let (_, unnamed) = raw(&base, "echo", r#"{"id":1,"params":{}}"#).await;

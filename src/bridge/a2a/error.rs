@@ -45,8 +45,8 @@ pub enum A2aError {
     /// The message already passed through this bridge.
     #[error(transparent)]
     Loop(#[from] BridgeLoop),
-    /// Sending the command or reading its replies failed.
-    #[error("the command could not be sent: {0}")]
+    /// Writing to the log (a command, an input, a cancel) failed.
+    #[error("writing to the log failed: {0}")]
     Ask(#[source] Box<AskError>),
     /// The bridge's own configuration is unusable.
     #[error("invalid bridge configuration: {0}")]
