@@ -17,6 +17,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use agdx::bridge::a2a::{A2aBridge, A2aConfig};
+use futures_util::StreamExt;
 use serde_json::{Value, json};
 use support::agents::{Heeded, booking, heeding, refusing, storyteller};
 use support::fabric::{ANSWER, Fabric, Running, embedded_fabric};
@@ -321,12 +322,40 @@ async fn cancel_reaches_the_handler_and_input_required_round_trips() {
     let slow = client(&python, &base, &["send", "slow", "take your time"]).await;
     assert_eq!(slow["state"], "TASK_STATE_WORKING", "{slow}");
     let task = slow["id"].as_str().expect("a task id");
+    // A subscriber to the running task sees it end canceled.
+    let subscribe = json!({"jsonrpc": "2.0", "id": 7, "method": "SubscribeToTask",
+        "params": {"id": task}});
+    let response = reqwest::Client::new()
+        .post(format!("{base}/agents/slow/"))
+        .body(subscribe.to_string())
+        .send()
+        .await
+        .expect("subscribe");
+    let mut body = response.bytes_stream();
+    let first = tokio::time::timeout(ANSWER, body.next())
+        .await
+        .expect("the task in time")
+        .expect("an event")
+        .expect("read");
+    assert!(
+        String::from_utf8_lossy(&first).contains("TASK_STATE_WORKING"),
+        "the task as it stands first"
+    );
     let canceled = client(&python, &base, &["cancel", "slow", task]).await;
     assert_eq!(canceled["state"], "TASK_STATE_CANCELED", "{canceled}");
     support::eventually("the handler to see the cancel", || async {
         pools.slow.told().then_some(())
     })
     .await;
+    let mut rest = Vec::new();
+    while let Some(chunk) = tokio::time::timeout(ANSWER, body.next())
+        .await
+        .expect("the stream ends")
+    {
+        rest.extend_from_slice(&chunk.expect("read"));
+    }
+    let rest = String::from_utf8_lossy(&rest);
+    assert!(rest.contains("TASK_STATE_CANCELED"), "{rest}");
     let again = client(&python, &base, &["cancel", "slow", task]).await;
     assert_eq!(again["error"], "TaskNotCancelableError", "{again}");
     let got = client(&python, &base, &["get", "slow", task]).await;
@@ -346,6 +375,29 @@ async fn cancel_reaches_the_handler_and_input_required_round_trips() {
     assert_eq!(
         booked["answered"]["artifacts"],
         json!([{"id": "reply", "text": "booked for monday"}])
+    );
+    // Streamed: the first stream ends at the prompt, the answer's goes on
+    // with the same task.
+    let streamed = client(
+        &python,
+        &base,
+        &["input_stream", "desk", "a room", "friday"],
+    )
+    .await;
+    let task = streamed["task"].as_str().expect("a task id");
+    let asked = streamed["asked"].as_array().expect("asked");
+    assert_eq!(
+        asked.last(),
+        Some(&json!(["TASK_STATE_INPUT_REQUIRED", "which day?"])),
+        "{streamed}"
+    );
+    assert_eq!(
+        streamed["answered"],
+        json!([
+            ["TASK_STATE_WORKING", task],
+            ["artifact", "booked for friday"],
+            ["TASK_STATE_COMPLETED", task]
+        ])
     );
     stop(pools).await;
 }

@@ -11,6 +11,7 @@ Steps:
   get AGENT TASK                 GetTask
   cancel AGENT TASK              CancelTask
   input AGENT TEXT ANSWER        SendMessage until input-required, then the answer
+  input_stream AGENT TEXT ANSWER the same, both messages streamed
   legacy AGENT TEXT              send, stream and get through the SDK's 0.3 compatibility transport
 """
 
@@ -160,6 +161,23 @@ async def step(base, name, args):
                     }
                 )
         return {"events": events}
+    if name == "input_stream":
+        agent, text, answer = args
+        client = await client_for(base, agent, streaming=True)
+        asked, answered, task_id, context_id = [], [], None, None
+        async for event in client.send_message(message(text)):
+            if event.HasField("task"):
+                task_id, context_id = event.task.id, event.task.context_id
+            elif event.HasField("status_update"):
+                update = event.status_update
+                asked.append([state(update.status.state), texts(update.status.message.parts)])
+        follow_up = message(answer, task_id=task_id, context_id=context_id)
+        async for event in client.send_message(follow_up):
+            if event.HasField("status_update"):
+                answered.append([state(event.status_update.status.state), event.status_update.task_id])
+            elif event.HasField("artifact_update"):
+                answered.append(["artifact", texts(event.artifact_update.artifact.parts)])
+        return {"task": task_id, "asked": asked, "answered": answered}
     if name == "get":
         agent, task = args
         client = await client_for(base, agent)
