@@ -2,9 +2,10 @@
 //! `pip install a2a-sdk`): cards of the live agents, a message completed
 //! with its reply as the artifact, a chunk stream as artifact updates over
 //! SSE, `GetTask` from the log (also through a second bridge, the `agdx`
-//! binary, started afterwards), `CancelTask` reaching the handler, an
-//! `input-required` round trip, an error reply ending `failed`, the SDK's
-//! 0.3 compatibility transport, and refusals with the spec's error codes.
+//! binary, started afterwards), `CancelTask` reaching the handler (and a
+//! `SubscribeToTask` stream ending canceled), `input-required` round trips
+//! (blocking and streamed), an error reply ending `failed`, the SDK's 0.3
+//! compatibility transport, and refusals with the spec's error codes.
 //! On the embedded log, with in-process worker pools.
 //!
 //! The client is `tests/it/support/a2a_client.py`, run by the Python that
