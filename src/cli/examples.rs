@@ -206,6 +206,19 @@ Kafka-protocol cluster instead (see example 13 below).
    shell 2:  agdx context 01J...CONVERSATION --last 20 --budget 4000 --json
              # the conversation's turns for a prompt (user, assistant, tool), newest within budget
 
+20. A2A clients and agents on the log (agdx bridge a2a)
+   shell 1:  agdx worker --agent echo --echo --operation hello
+   shell 2:  agdx bridge a2a --listen 127.0.0.1:8766
+             agdx bridge a2a: serving http://127.0.0.1:8766/agents (A2A JSON-RPC, SSE) ...
+   shell 3:  curl -s 127.0.0.1:8766/agents/echo/.well-known/agent-card.json
+             {"name":"echo",...,"skills":[{"id":"hello",...}],"capabilities":{"streaming":true,...}}
+   shell 3:  curl -s 127.0.0.1:8766/agents/echo/ -d '{"jsonrpc":"2.0","id":1,"method":"SendMessage",
+               "params":{"message":{"messageId":"m1","role":"ROLE_USER","parts":[{"text":"hi"}]}}}'
+             {"jsonrpc":"2.0","id":1,"result":{"task":{"id":"01J...CONVERSATION.01J...CORRELATION",
+              "status":{"state":"TASK_STATE_COMPLETED",...},"artifacts":[{"artifactId":"reply","parts":[{"text":"hi"}]}]}}}
+             # SendStreamingMessage answers over SSE (artifact updates from chunks); GetTask
+             # reads the task from the log, CancelTask cancels it; docs/bridge-a2a.md
+
 Exit codes of `agdx ask`: 0 reply printed, 3 the agent answered with an error
 (or is quarantined), 4 no reply in time (--timeout), 130 interrupted (Ctrl-C),
 1 anything else (message on stderr).

@@ -14,6 +14,7 @@ mod agent_cards;
 mod ask_idle;
 mod ask_reply;
 mod bench_baselines;
+mod bridge_a2a;
 mod bridge_ax_ipc;
 mod bridge_ax_ipc_bad_input;
 mod bridge_ax_ipc_cli;

@@ -4,6 +4,7 @@ use clap::Subcommand;
 
 use super::context::{Failure, Global};
 
+mod a2a;
 mod ax_ipc;
 mod axon;
 mod ioa;
@@ -23,6 +24,9 @@ pub enum BridgeCommand {
     /// /mcp) whose only store is the log: restart it and every space, node,
     /// token and message is still there.
     Ioa(ioa::IoaArgs),
+    /// An A2A server (JSON-RPC over HTTP, SSE): every live agent on the log
+    /// is an A2A agent at /agents/{agent}/, its card built from its AGDX card.
+    A2a(a2a::A2aArgs),
 }
 
 pub async fn run(global: &Global, command: BridgeCommand) -> Result<(), Failure> {
@@ -30,5 +34,6 @@ pub async fn run(global: &Global, command: BridgeCommand) -> Result<(), Failure>
         BridgeCommand::Axon(args) => axon::run(global, args).await,
         BridgeCommand::AxIpc(args) => ax_ipc::run(global, args).await,
         BridgeCommand::Ioa(args) => ioa::run(global, args).await,
+        BridgeCommand::A2a(args) => a2a::run(global, args).await,
     }
 }
