@@ -66,6 +66,9 @@ use crate::routing::partition_of;
 use crate::trust::Verifier;
 pub use watch::ReplyWatch;
 use watch::instant_after;
+// For a bridge that answers a prompt it read back from the log.
+#[cfg(feature = "bridge-a2a")]
+pub(crate) use watch::send_input;
 
 /// Why an ask did not produce an answer.
 #[derive(Debug, thiserror::Error)]

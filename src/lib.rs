@@ -32,7 +32,7 @@
 //!
 //! Cargo features choose what is built in: the backends `embedded`,
 //! `iggy` and `kafka`; the bridges `bridge-axon`, `bridge-ax-ipc`,
-//! `bridge-ioa` and `bridge-mcp`; `metrics` (the Prometheus exporter); `blobs-object-store`
+//! `bridge-ioa`, `bridge-mcp` and `bridge-a2a`; `metrics` (the Prometheus exporter); `blobs-object-store`
 //! (claim checks in S3, GCS, Azure Blob Storage); and `cli`, the `agdx`
 //! binary with all of them. The default features are `embedded` and `cli`;
 //! `default-features = false, features = ["embedded"]` is the embedded log

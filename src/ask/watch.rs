@@ -64,23 +64,14 @@ impl ReplyWatch {
         prompt: &super::Reply,
         input: Vec<u8>,
     ) -> Result<Sent, AskError> {
-        let correlation = self.correlation.to_string();
-        let mut request = crate::CommandRequest::new(crate::INPUT_OPERATION, input)
-            .conversation(self.sent.conversation)
-            .metadata(agdx_wire::Metadata::new().with(crate::INPUT_FOR_KEY, correlation));
-        if let Some(target) = &self.target {
-            request = request.to(target.clone());
-        }
-        if let Some(record) = prompt.envelope.record {
-            request = request.caused_by(record, Some(prompt.position));
-        }
-        let commands = self
-            .producer
-            .commands_topic(self.target.as_ref())
-            .await
-            .map_err(crate::ProduceError::from)?;
-        let (outgoing, _) = self.producer.build_command(request);
-        Ok(self.producer.publish_one(&commands, outgoing).await?)
+        send_input(
+            &self.producer,
+            (self.sent.conversation, self.correlation),
+            self.target.as_ref(),
+            (prompt.envelope.record, prompt.position),
+            input,
+        )
+        .await
     }
 
     /// Replies to this command ignored because they did not verify.
@@ -315,4 +306,33 @@ fn stream_event(event: StreamEvent) -> ReplyEvent {
         StreamEvent::Chunk { sequence, body } => ReplyEvent::Chunk { sequence, body },
         StreamEvent::End(end) => ReplyEvent::StreamEnd(end),
     }
+}
+
+/// Sends `input` as the answer to the prompt `(record, position)` of the
+/// command `(conversation, correlation)` sent to `target`: a command in the
+/// same conversation, caused by the prompt, carrying
+/// [`INPUT_FOR_KEY`](crate::INPUT_FOR_KEY). Also used by a bridge that
+/// read the prompt back from the log rather than watching it arrive.
+pub(crate) async fn send_input(
+    producer: &Producer,
+    (conversation, correlation): (agdx_wire::ConversationId, CorrelationId),
+    target: Option<&AgentId>,
+    (prompt, position): (Option<agdx_wire::RecordId>, agdx_wire::LogPosition),
+    input: Vec<u8>,
+) -> Result<Sent, AskError> {
+    let mut request = crate::CommandRequest::new(crate::INPUT_OPERATION, input)
+        .conversation(conversation)
+        .metadata(agdx_wire::Metadata::new().with(crate::INPUT_FOR_KEY, correlation.to_string()));
+    if let Some(target) = target {
+        request = request.to(target.clone());
+    }
+    if let Some(record) = prompt {
+        request = request.caused_by(record, Some(position));
+    }
+    let commands = producer
+        .commands_topic(target)
+        .await
+        .map_err(crate::ProduceError::from)?;
+    let (outgoing, _) = producer.build_command(request);
+    Ok(producer.publish_one(&commands, outgoing).await?)
 }

@@ -27,6 +27,8 @@
 //! - `ax_ipc` (feature `bridge-ax-ipc`): the AX host's IPC
 //!   (length-prefixed JSON over a Unix socket, and `POST /internal/ipc`
 //!   over HTTP).
+//! - `a2a` (feature `bridge-a2a`): an A2A server (JSON-RPC over HTTP,
+//!   SSE) whose agents are the live agents on the log.
 //! - `ioa` (feature `bridge-ioa`): an IOA server (spaces, nodes, the
 //!   message graph, SSE, MCP tools) whose only store is the log.
 //! - `mcp` (feature `bridge-mcp`): an MCP server whose tools are the live
@@ -35,6 +37,8 @@
 //! The bearer tokens of the HTTP bridges (a list, or minted with a secret)
 //! are in [`token`].
 
+#[cfg(feature = "bridge-a2a")]
+pub mod a2a;
 #[cfg(feature = "bridge-ax-ipc")]
 pub mod ax_ipc;
 #[cfg(feature = "bridge-axon")]
@@ -47,6 +51,24 @@ pub mod mcp;
 pub mod token;
 
 use agdx_wire::Metadata;
+
+/// Serves `router` on `listener` until `shutdown` completes, then cancels
+/// `closing`, which ends the open event streams (they would otherwise keep
+/// a graceful shutdown waiting forever).
+#[cfg(any(feature = "bridge-ioa", feature = "bridge-a2a"))]
+pub(crate) async fn serve_http(
+    listener: tokio::net::TcpListener,
+    router: axum::Router,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    closing: tokio_util::sync::CancellationToken,
+) -> std::io::Result<()> {
+    axum::serve(listener, router)
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            closing.cancel();
+        })
+        .await
+}
 
 /// A message came back to a bridge it already passed through.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -17,6 +17,8 @@ mod error;
 mod log;
 mod pipeline;
 mod plain;
+mod plain_kafka;
+mod plain_local;
 mod startup;
 mod timing;
 mod topology;
@@ -27,7 +29,7 @@ use ax_ipc::{AxIpcBenchOptions, run_ax_ipc_bench};
 use bridge_axon::{BridgeAxonBenchOptions, run_bridge_axon_bench};
 use cancel::{CancelBenchOptions, run_cancel_bench};
 use error::BenchError;
-use log::{LogBenchOptions, run_log_bench};
+use log::{LogBaseline, LogBenchOptions, run_log_bench};
 use pipeline::{PipelineBenchOptions, run_pipeline_bench};
 use plain::PlainIggyTarget;
 use startup::{StartupBenchOptions, run_startup_bench};
@@ -265,8 +267,11 @@ pub async fn run(global: &Global, command: BenchCommand) -> Result<(), Failure> 
             };
             for spec in in_every_mode(global.spec()?) {
                 let log = spec.open().await?;
-                let plain = PlainIggyTarget::for_spec(&spec);
-                println!("{}", run_log_bench(log, plain, options.clone()).await?);
+                let baseline = match &spec {
+                    LogSpec::Embedded(dir) => Some(LogBaseline::Local(dir.clone())),
+                    other => PlainIggyTarget::for_spec(other).map(LogBaseline::Iggy),
+                };
+                println!("{}", run_log_bench(log, baseline, options.clone()).await?);
             }
         }
         BenchCommand::Ask(args) => {
@@ -355,7 +360,8 @@ pub async fn run(global: &Global, command: BenchCommand) -> Result<(), Failure> 
             };
             for spec in in_every_mode(global.spec()?) {
                 let plain = match &spec {
-                    LogSpec::Embedded(_) => Some(PlainWorker::Sqlite),
+                    LogSpec::Embedded(dir) => Some(PlainWorker::Sqlite(dir.clone())),
+                    LogSpec::Kafka(url) => Some(PlainWorker::Kafka(url.clone())),
                     other => PlainIggyTarget::for_spec(other).map(PlainWorker::Iggy),
                 };
                 let log = spec.open().await?;
@@ -409,6 +415,52 @@ fn rss_kib() -> Option<i64> {
         .trim()
         .parse()
         .ok()
+}
+
+/// The CPU time (user and system) the process has used so far, from
+/// `/proc/self/stat` (in the kernel's 1/100 s ticks); `None` where that is
+/// not there.
+fn cpu_time() -> Option<std::time::Duration> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The command name in parentheses may hold spaces; fields count after it.
+    let (_, rest) = stat.rsplit_once(')')?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the whole line.
+    let ticks = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    Some(std::time::Duration::from_millis(ticks * 10))
+}
+
+/// The wall-clock and CPU time of a stretch of work.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Spent {
+    /// Wall-clock time.
+    pub wall: std::time::Duration,
+    /// CPU time of the whole process over it (its other threads too).
+    pub cpu: Option<std::time::Duration>,
+}
+
+/// Times a stretch of work, wall-clock and CPU.
+struct Stopwatch {
+    started: std::time::Instant,
+    cpu: Option<std::time::Duration>,
+}
+
+impl Stopwatch {
+    fn start() -> Self {
+        Self {
+            started: std::time::Instant::now(),
+            cpu: cpu_time(),
+        }
+    }
+
+    fn stop(&self) -> Spent {
+        Spent {
+            wall: self.started.elapsed(),
+            cpu: cpu_time()
+                .zip(self.cpu)
+                .map(|(now, then)| now.saturating_sub(then)),
+        }
+    }
 }
 
 /// A duration in milliseconds, for reports.

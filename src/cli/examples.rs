@@ -206,13 +206,26 @@ Kafka-protocol cluster instead (see example 13 below).
    shell 2:  agdx context 01J...CONVERSATION --last 20 --budget 4000 --json
              # the conversation's turns for a prompt (user, assistant, tool), newest within budget
 
-20. MCP clients calling the live agents (agdx bridge mcp)
+20. A2A clients and agents on the log (agdx bridge a2a)
+   shell 1:  agdx worker --agent echo --echo --operation hello
+   shell 2:  agdx bridge a2a --listen 127.0.0.1:8766
+             agdx bridge a2a: serving http://127.0.0.1:8766/agents (A2A JSON-RPC, SSE) ...
+   shell 3:  curl -s 127.0.0.1:8766/agents/echo/.well-known/agent-card.json
+             {"name":"echo",...,"skills":[{"id":"hello",...}],"capabilities":{"streaming":true,...}}
+   shell 3:  curl -s 127.0.0.1:8766/agents/echo/ -d '{"jsonrpc":"2.0","id":1,"method":"SendMessage",
+               "params":{"message":{"messageId":"m1","role":"ROLE_USER","parts":[{"text":"hi"}]}}}'
+             {"jsonrpc":"2.0","id":1,"result":{"task":{"id":"01J...CONVERSATION.01J...CORRELATION",
+              "status":{"state":"TASK_STATE_COMPLETED",...},"artifacts":[{"artifactId":"reply","parts":[{"text":"hi"}]}]}}}
+             # SendStreamingMessage answers over SSE (artifact updates from chunks); GetTask
+             # reads the task from the log, CancelTask cancels it; docs/bridge-a2a.md
+
+21. MCP clients calling the live agents (agdx bridge mcp)
    shell 1:  agdx worker --agent calc --echo --operation add
              # a worker that names its operations offers them as tools
    shell 2:  agdx bridge mcp token --secret mcp.secret --ttl 1h
              agdxmcp1.1767225600.9b1e...
-   shell 2:  agdx bridge mcp --listen 127.0.0.1:8766 --token-secret mcp.secret
-             agdx bridge mcp: serving http://127.0.0.1:8766/mcp
+   shell 2:  agdx bridge mcp --listen 127.0.0.1:8767 --token-secret mcp.secret
+             agdx bridge mcp: serving http://127.0.0.1:8767/mcp
              # tools: calc.add (AGENT.OPERATION), the list following agents as they come
              # and go; a call is a command, its reply the result (a JSON object as
              # structured content, an error reply a tool error with the AGDX code),
@@ -223,7 +236,7 @@ Kafka-protocol cluster instead (see example 13 below).
              from mcp.client.streamable_http import streamable_http_client
              async def main():
                  http = httpx2.AsyncClient(headers={"Authorization": "Bearer agdxmcp1.1767225600.9b1e..."})
-                 async with http, Client(streamable_http_client("http://127.0.0.1:8766/mcp", http_client=http)) as c:
+                 async with http, Client(streamable_http_client("http://127.0.0.1:8767/mcp", http_client=http)) as c:
                      print([t.name for t in (await c.list_tools()).tools])
                      print((await c.call_tool("calc.add", {"a": 2, "b": 40})).structured_content)
              anyio.run(main)'

@@ -9,8 +9,64 @@ use std::process::Stdio;
 use serde_json::json;
 use support::PATIENCE;
 use support::ax_ipc::IpcClient;
-use support::fabric::{embedded_fabric, on_every_fabric, terminate};
-use tokio::io::{AsyncBufReadExt, BufReader};
+use support::fabric::{Fabric, embedded_fabric, on_every_fabric, terminate};
+use tokio::io::{AsyncBufReadExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdout};
+
+/// A running `agdx bridge ax-ipc --socket SOCKET --http 127.0.0.1:0
+/// --token-secret SECRET --route 'memory_*=memory' EXTRA...`.
+struct BridgeProcess {
+    child: Child,
+    said: tokio::task::JoinHandle<String>,
+    lines: Lines<BufReader<ChildStdout>>,
+}
+
+impl BridgeProcess {
+    fn spawn(
+        fabric: &Fabric,
+        socket: &std::path::Path,
+        secret: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> BridgeProcess {
+        let mut child = fabric
+            .agdx()
+            .args(["bridge", "ax-ipc", "--socket"])
+            .arg(socket)
+            .args(["--http", "127.0.0.1:0", "--token-secret", secret])
+            .args(["--route", "memory_*=memory"])
+            .args(extra)
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start agdx bridge ax-ipc");
+        let said = support::read_all(child.stderr.take().unwrap());
+        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        BridgeProcess { child, said, lines }
+    }
+
+    /// The rest of the first stdout line starting with `prefix`.
+    async fn says(&mut self, prefix: &str) -> String {
+        loop {
+            let line = tokio::time::timeout(PATIENCE, self.lines.next_line())
+                .await
+                .expect("the bridge says where it listens")
+                .unwrap()
+                .expect("a line");
+            if let Some(rest) = line.strip_prefix(prefix) {
+                return rest.to_owned();
+            }
+        }
+    }
+
+    /// Stops it; what it said on stderr.
+    async fn stop(mut self) -> String {
+        terminate(&mut self.child).await;
+        self.said.await.expect("the bridge's stderr")
+    }
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_ax_client_reaches_an_agdx_worker_through_the_bridge_process() {
@@ -29,29 +85,8 @@ async fn an_ax_client_reaches_an_agdx_worker_through_the_bridge_process() {
         assert!(token.starts_with("axipc1."), "{token}");
 
         let socket = fabric.dir.path().join("ax.sock");
-        let mut bridge = fabric
-            .agdx()
-            .args(["bridge", "ax-ipc", "--socket"])
-            .arg(&socket)
-            .args(["--http", "127.0.0.1:0", "--token-secret", secret])
-            .args(["--route", "memory_*=memory"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start agdx bridge ax-ipc");
-        let said = support::read_all(bridge.stderr.take().unwrap());
-        let mut lines = BufReader::new(bridge.stdout.take().unwrap()).lines();
-        let mut url = None;
-        while url.is_none() {
-            let line = tokio::time::timeout(PATIENCE, lines.next_line())
-                .await
-                .expect("the bridge says where it listens")
-                .unwrap()
-                .expect("a line");
-            url = line.strip_prefix("http ").map(str::to_owned);
-        }
-        let url = url.unwrap();
+        let mut bridge = BridgeProcess::spawn(&fabric, &socket, secret, &[], &[]);
+        let url = bridge.says("http ").await;
 
         let client = IpcClient::connect(&socket)
             .await
@@ -80,12 +115,11 @@ async fn an_ax_client_reaches_an_agdx_worker_through_the_bridge_process() {
             json!({"ok": true, "action": "memory_query", "scope": "web"})
         );
 
-        terminate(&mut bridge).await;
+        let said = bridge.stop().await;
         assert!(
             !socket.exists(),
             "the bridge removes its socket when it stops"
         );
-        let said = said.await.expect("the bridge's stderr");
         assert!(
             said.contains("no route matches is answered \"No handler\": add --route ACTION=AGENT"),
             "the command line gives the advice callers do not get: {said}"
@@ -117,4 +151,128 @@ async fn http_without_tokens_is_refused_with_what_to_add() {
         .await;
     assert_eq!(code, 2, "a usage error");
     assert!(stderr.contains("ACTION=AGENT"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_taint_and_llm_proxy_flags_configure_the_bridge_process() {
+    use crate::bridge_ax_ipc_llm_proxy::{CREDENTIAL, Upstream};
+    let fabric = embedded_fabric("ax-ipc-cli-taint-llm").await;
+    let mut worker = fabric.spawn_worker_process(&["--agent", "memory", "--echo"]);
+    let upstream = Upstream::start().await;
+    let secret = fabric.dir.path().join("ipc-secret");
+    let secret = secret.to_str().unwrap();
+    let (code, token, stderr) = fabric
+        .run_agdx(&["bridge", "ax-ipc", "token", "--secret", secret])
+        .await;
+    assert_eq!(code, 0, "{stderr}");
+    let token = token.trim().to_owned();
+
+    let socket = fabric.dir.path().join("ax.sock");
+    let extra = [
+        "--taint-threshold",
+        "0.3",
+        "--taint-sensitive",
+        "memory_write",
+        "--taint-source",
+        "memory_list",
+        "--llm-credential-env",
+        "AGDX_TEST_LLM_CREDENTIAL",
+        "--llm-upstream",
+        &upstream.url,
+    ];
+    let env = [("AGDX_TEST_LLM_CREDENTIAL", CREDENTIAL)];
+    let mut bridge = BridgeProcess::spawn(&fabric, &socket, secret, &extra, &env);
+    let proxy = bridge.says("llm-proxy ").await;
+
+    // memory_list replies count as external: memory_write is then refused.
+    let client = IpcClient::connect(&socket)
+        .await
+        .with_context("_sessionId", "s1");
+    let listed = client
+        .call(json!({"action": "memory_list", "scope": "inbox"}), PATIENCE)
+        .await
+        .unwrap()
+        .answer;
+    assert_eq!(listed["ok"], json!(true));
+    let write = json!({"action": "memory_write", "scope": "notes", "content": "x"});
+    let refused = client.call(write, PATIENCE).await.unwrap().answer;
+    assert_eq!(refused["taintBlocked"], json!(true), "{refused:?}");
+    assert!(
+        refused["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("Session taint ratio 100.0% exceeds threshold 30%."),
+        "{refused:?}"
+    );
+
+    let response = reqwest::Client::new()
+        .post(format!("{proxy}/v1/messages"))
+        .header("x-api-key", &token)
+        .body("{}")
+        .send()
+        .await
+        .expect("the proxy answers");
+    assert_eq!(response.status().as_u16(), 200);
+    let seen = upstream.seen();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].headers["x-api-key"], CREDENTIAL);
+
+    let said = bridge.stop().await;
+    assert!(
+        said.contains("taint budget 30%: refusing memory_write"),
+        "{said}"
+    );
+    assert!(!said.contains(CREDENTIAL), "{said}");
+    terminate(&mut worker).await;
+}
+
+#[tokio::test]
+async fn llm_and_taint_flags_say_what_they_need() {
+    let fabric = embedded_fabric("ax-ipc-cli-llm-flags").await;
+    let secret = fabric.dir.path().join("ipc-secret");
+    let secret = secret.to_str().unwrap();
+    fabric
+        .run_agdx(&["bridge", "ax-ipc", "token", "--secret", secret])
+        .await;
+    let serve = [
+        "bridge",
+        "ax-ipc",
+        "--route",
+        "memory_*=memory",
+        "--http",
+        "127.0.0.1:0",
+    ];
+    let unset = "AGDX_TEST_LLM_CREDENTIAL_UNSET";
+    let mut args = serve.to_vec();
+    args.extend(["--token-secret", secret, "--llm-credential-env", unset]);
+    let (code, _, stderr) = fabric.run_agdx(&args).await;
+    assert_eq!(code, 1);
+    assert!(
+        stderr.contains(&format!("the environment variable {unset} is not set")),
+        "{stderr}"
+    );
+    let mut args = serve.to_vec();
+    args.extend([
+        "--token-secret",
+        secret,
+        "--llm-upstream",
+        "http://127.0.0.1:9",
+    ]);
+    let (code, _, stderr) = fabric.run_agdx(&args).await;
+    assert_eq!(code, 2, "a usage error: {stderr}");
+    assert!(stderr.contains("--llm-credential-env"), "{stderr}");
+    let mut args = serve.to_vec();
+    args.extend([
+        "--token-secret",
+        secret,
+        "--taint-sensitive",
+        "memory_write",
+    ]);
+    let (code, _, stderr) = fabric.run_agdx(&args).await;
+    assert_eq!(code, 2, "a usage error: {stderr}");
+    let mut args = serve.to_vec();
+    args.extend(["--token-secret", secret, "--taint-profile", "lax"]);
+    let (code, _, stderr) = fabric.run_agdx(&args).await;
+    assert_eq!(code, 2, "a usage error: {stderr}");
+    assert!(stderr.contains("paranoid"), "{stderr}");
 }

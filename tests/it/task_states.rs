@@ -168,19 +168,9 @@ async fn agdx_ask_follow_prints_the_task_states() {
 
 /// A pool for agent `desk`: `book` asks its caller which day, then books.
 fn desk(fabric: &Fabric) -> (Running, Arc<agdx::worker::WorkerStats>) {
-    let worker = fabric.worker("desk").handle(
-        "book",
-        handler_fn(|request| async move {
-            let day = request
-                .ask_input(b"which day?".to_vec(), ANSWER)
-                .await
-                .map_err(|e| HandlerError::fatal(e.to_string()))?;
-            Ok(HandlerReply::raw(format!(
-                "booked for {}",
-                String::from_utf8_lossy(&day)
-            )))
-        }),
-    );
+    let worker = fabric
+        .worker("desk")
+        .handle("book", support::agents::booking(ANSWER));
     let stats = worker.stats();
     (Running::start(worker), stats)
 }

@@ -8,8 +8,10 @@ use std::time::Duration;
 use agdx_wire::{AgentId, ContentType, ConversationId, META_BRIDGE_HOPS, Metadata, Scalar};
 use serde_json::{Map, Value};
 
+use super::llm_proxy::LlmProxy;
 use super::route::Routes;
 use super::schema::ActionSchemas;
+use super::taint::{TaintBlocked, TaintBudget};
 use crate::ask::{Answer, AskError, Requester};
 use crate::bridge::{BridgeLoop, clip};
 use crate::clock::{SharedClock, system_clock};
@@ -57,6 +59,9 @@ pub enum CallError {
         /// The first problems, `path: message`.
         issues: Vec<String>,
     },
+    /// The session's tainted share is over the budget for this action.
+    #[error(transparent)]
+    TaintBlocked(#[from] TaintBlocked),
     /// The call already passed through this bridge.
     #[error(transparent)]
     Loop(#[from] BridgeLoop),
@@ -101,6 +106,7 @@ impl CallError {
             CallError::InvalidJson(_) => false,
             CallError::UnknownAction { .. } => false,
             CallError::Invalid { .. } => false,
+            CallError::TaintBlocked(_) => false,
             CallError::Loop(_) => false,
             CallError::NoRoute { .. } => false,
             CallError::Ask { source, .. } => source.is_retryable(),
@@ -138,16 +144,21 @@ pub struct Call {
     pub request: Map<String, Value>,
     /// The conversation `_sessionId` maps to; `None` for a new one.
     pub conversation: Option<ConversationId>,
+    /// The `_sessionId` its taint is accounted to (empty: the account of
+    /// calls without one).
+    pub session: String,
     /// `bridge_hops` and the context fields' metadata.
     pub metadata: Metadata,
 }
 
-/// Admits calls: parse, envelope, strict schema, loop guard, route. No I/O.
+/// Admits calls: parse, envelope, strict schema, taint budget, loop guard,
+/// route. No I/O.
 #[derive(Debug)]
 pub struct Gate {
     schemas: ActionSchemas,
     routes: Routes,
     bridge_id: String,
+    taint: Option<TaintBudget>,
 }
 
 impl Gate {
@@ -157,7 +168,15 @@ impl Gate {
             schemas,
             routes,
             bridge_id: bridge_id.into(),
+            taint: None,
         }
+    }
+
+    /// Refuses sensitive actions of sessions over `budget`, and counts each
+    /// answered call's reply into it.
+    pub fn with_taint(mut self, budget: TaintBudget) -> Self {
+        self.taint = Some(budget);
+        self
     }
 
     /// The bridge id stamped into `bridge_hops`.
@@ -220,6 +239,7 @@ impl Gate {
         request.remove("_msgId");
         let mut metadata = Metadata::new();
         let mut conversation = None;
+        let mut session = String::new();
         for (field, key) in CONTEXT_FIELDS {
             // Like the AX host: taken out whatever it is, used when it is text.
             let Some(Value::String(value)) = request.remove(*field) else {
@@ -229,7 +249,10 @@ impl Gate {
                 Some(key) => {
                     metadata.insert(*key, value);
                 }
-                None if !value.is_empty() => conversation = Some(session_conversation(&value)),
+                None if !value.is_empty() => {
+                    conversation = Some(session_conversation(&value));
+                    session = value;
+                }
                 None => {}
             }
         }
@@ -245,6 +268,12 @@ impl Gate {
         let Value::Object(request) = request else {
             unreachable!("checked to be an object above")
         };
+        // Step 3.5 of the AX host: after the schema, before the dispatch.
+        if let Some(budget) = &self.taint {
+            budget
+                .check(&session, &action)
+                .map_err(|blocked| refuse(blocked.into()))?;
+        }
 
         let hops = hops_of(hops).ok_or_else(|| {
             refuse(CallError::Invalid {
@@ -276,6 +305,7 @@ impl Gate {
             agent,
             request,
             conversation,
+            session,
             metadata,
         })
     }
@@ -295,6 +325,7 @@ pub struct AxIpcBridge {
     requester: Requester,
     timeout: Duration,
     clock: SharedClock,
+    llm_proxy: Option<LlmProxy>,
 }
 
 impl AxIpcBridge {
@@ -306,6 +337,7 @@ impl AxIpcBridge {
             requester,
             timeout: DEFAULT_TIMEOUT,
             clock: system_clock(),
+            llm_proxy: None,
         }
     }
 
@@ -319,6 +351,18 @@ impl AxIpcBridge {
     pub fn with_clock(mut self, clock: SharedClock) -> Self {
         self.clock = clock;
         self
+    }
+
+    /// Serves the LLM proxy (`POST /internal/llm-proxy/*`) on the HTTP
+    /// transport through `proxy`.
+    pub fn with_llm_proxy(mut self, proxy: LlmProxy) -> Self {
+        self.llm_proxy = Some(proxy);
+        self
+    }
+
+    /// The LLM proxy, when there is one.
+    pub fn llm_proxy(&self) -> Option<&LlmProxy> {
+        self.llm_proxy.as_ref()
     }
 
     /// The gate.
@@ -345,8 +389,14 @@ impl AxIpcBridge {
     /// Sends an admitted call and maps its reply to the AX answer.
     pub async fn answer(&self, call: Call) -> Map<String, Value> {
         let msg_id = call.msg_id.clone();
+        let (session, action) = (call.session.clone(), call.action.clone());
         match self.ask(call).await {
-            Ok(fields) => success(fields, msg_id.as_ref()),
+            Ok(fields) => {
+                if let Some(budget) = &self.gate.taint {
+                    budget.record_reply(&session, &action, &fields);
+                }
+                success(fields, msg_id.as_ref())
+            }
             Err(error) => {
                 tracing::debug!(%error, "ax-ipc call failed");
                 failure(&error, msg_id.as_ref())
@@ -419,6 +469,10 @@ fn success(fields: Map<String, Value>, msg_id: Option<&Value>) -> Map<String, Va
 fn failure(error: &CallError, msg_id: Option<&Value>) -> Map<String, Value> {
     let mut answer = Map::new();
     answer.insert("ok".into(), Value::Bool(false));
+    if matches!(error, CallError::TaintBlocked(_)) {
+        // The AX host's marker, so a client can tell this refusal apart.
+        answer.insert("taintBlocked".into(), Value::Bool(true));
+    }
     answer.insert("error".into(), Value::String(error.to_string()));
     with_msg_id(answer, msg_id)
 }
@@ -546,6 +600,26 @@ mod tests {
             call.metadata.bridge_hops().collect::<Vec<_>>(),
             ["axon", "ax-ipc"]
         );
+    }
+
+    #[test]
+    fn a_taint_refusal_answers_like_the_ax_host_for_its_session_only() {
+        let budget = TaintBudget::new(0.0)
+            .unwrap()
+            .with_sensitive(["memory_list".to_owned()]);
+        budget.record_reply("s1", "web_fetch", &Map::new());
+        let gate = gate().with_taint(budget);
+        let refused = gate
+            .admit(br#"{"action":"memory_list","scope":"a","_sessionId":"s1","_msgId":"9"}"#)
+            .unwrap_err();
+        assert_eq!(
+            Value::Object(refused.answer()).to_string(),
+            r#"{"ok":false,"taintBlocked":true,"error":"Session taint ratio 100.0% exceeds threshold 0%. Action \"memory_list\" requires user confirmation.","_msgId":"9"}"#
+        );
+        let call = gate
+            .admit(br#"{"action":"memory_list","scope":"a","_sessionId":"s2"}"#)
+            .unwrap();
+        assert_eq!(call.session, "s2");
     }
 
     #[test]

@@ -43,8 +43,13 @@
 //!    `_sessionScope` (metadata `ax.request_id`, `ax.user_id`,
 //!    `ax.session_scope`), and this bridge's `_bridgeHops` (see below);
 //! 4. the action's strict schema (`Validation failed for action "x": ...`);
-//! 5. the loop guard: hops that already name this bridge are refused;
-//! 6. the route (`No handler for action "x": ...`).
+//! 5. the taint budget, when the gate has one ([`Gate::with_taint`]; the AX
+//!    host's step 3.5): a sensitive action of a session whose tainted
+//!    share is over the threshold answers
+//!    `{"ok":false,"taintBlocked":true,"error":"Session taint ratio ..."}`
+//!    (see [`TaintBudget`]);
+//! 6. the loop guard: hops that already name this bridge are refused;
+//! 7. the route (`No handler for action "x": ...`).
 //!
 //! An admitted call becomes a command to the routed agent: operation = the
 //! action, body = the validated request as JSON (content type `json`),
@@ -66,13 +71,19 @@
 //! `ok` of the reply's own is kept (a handler that says `"ok":false` is not
 //! overruled); an `error` answers `{"ok":false,"error":"..."}` naming the
 //! agent, the code and the message.
+//!
+//! Over HTTP, a bridge with an [`LlmProxy`] ([`AxIpcBridge::with_llm_proxy`])
+//! also forwards the agent's LLM requests to the provider with the
+//! credential the bridge holds.
 
 mod call;
 mod frame;
 mod http;
+mod llm_proxy;
 mod route;
 mod schema;
 mod socket;
+mod taint;
 
 pub use crate::bridge::token::{TokenError, TokenSecret, Tokens};
 pub use call::{
@@ -81,6 +92,13 @@ pub use call::{
 };
 pub use frame::{FrameDecoder, FrameTooLarge, MAX_FRAME, PREFIX, encode_frame};
 pub use http::{HTTP_BODY_LIMIT, IPC_PATH, router, serve_http};
+pub use llm_proxy::{
+    CredentialHeader, DEFAULT_LLM_UPSTREAM, LLM_BODY_LIMIT, LLM_PROXY_PATH, LlmProxy, LlmProxyError,
+};
 pub use route::{Route, RouteError, Routes};
 pub use schema::{ActionSchemas, DEFAULT_SCHEMAS, SchemaError, write_defaults};
 pub use socket::{BindError, HEARTBEAT_EVERY, bind, serve_socket};
+pub use taint::{
+    DEFAULT_SENSITIVE, DEFAULT_TAINT_SOURCES, MAX_SESSIONS, TAINT_EXEMPT, TaintBlocked,
+    TaintBudget, TaintConfigError, TaintProfile,
+};

@@ -213,12 +213,7 @@ impl IoaBridge {
         let closing = self.inner.closing.clone();
         let router = self.router();
         drop(self);
-        axum::serve(listener, router)
-            .with_graceful_shutdown(async move {
-                shutdown.await;
-                closing.cancel();
-            })
-            .await
+        crate::bridge::serve_http(listener, router, shutdown, closing).await
     }
 
     /// Waits until the view has taken in record `id` (this bridge wrote it).

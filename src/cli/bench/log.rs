@@ -23,6 +23,12 @@
 //! The bench stream is deleted afterwards when the plain client is there to
 //! do it.
 //!
+//! On the embedded log, [`LogBaseline::Local`] sets two baselines beside
+//! it on the same disk (see [`super::plain_local`]), taking turns batch by
+//! batch the same way: plain SQLite with the log's schema and settings, one
+//! transaction per batch, and the disk itself, each batch's bytes written
+//! to a preallocated file and `fdatasync`ed. Each reads back only its own.
+//!
 //! The comparison is like for like in either durability mode of the log
 //! (see [`agdx::log::iggy::Durability`]): with `fsync`, each of our appends
 //! is flushed with fsync before it returns, and the plain client flushes
@@ -31,6 +37,8 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::path::PathBuf;
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use agdx::wire::{HeaderValue, Headers};
@@ -38,6 +46,7 @@ use bytes::Bytes;
 use iggy::prelude::{HeaderKey, HeaderValue as IggyHeaderValue, IggyError, IggyMessage};
 
 use super::plain::{PlainClient, PlainIggyTarget};
+use super::plain_local::{PlainDisk, PlainSqlite};
 use agdx::log::iggy::Durability;
 use agdx::log::{LogError, OutgoingRecord, SharedLog, TopicInfo};
 
@@ -114,6 +123,16 @@ pub struct BenchFigures {
     pub poll: Throughput,
 }
 
+/// What the bench sets the log against.
+#[derive(Debug, Clone)]
+pub enum LogBaseline {
+    /// The plain `iggy` client on the same server.
+    Iggy(PlainIggyTarget),
+    /// Plain SQLite and the disk itself, in a temporary directory inside
+    /// this one (the embedded log's, so that all meet the same disk).
+    Local(PathBuf),
+}
+
 /// What the bench measured.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LogBenchReport {
@@ -123,22 +142,26 @@ pub struct LogBenchReport {
     pub options: LogBenchOptions,
     /// Through the log port.
     pub ours: BenchFigures,
-    /// Through the plain `iggy` client, when it ran.
-    pub plain: Option<BenchFigures>,
+    /// Each baseline that ran, by name.
+    pub baselines: Vec<(&'static str, BenchFigures)>,
     /// The durability both clients appended with, on Iggy.
     pub durability: Option<Durability>,
 }
 
 impl LogBenchReport {
-    /// Ours over plain, in records per second, for appending and for
-    /// reading, when the plain client ran.
-    pub fn ratios(&self) -> Option<(f64, f64)> {
-        self.plain.map(|plain| {
-            (
-                self.ours.append.records_per_sec() / plain.append.records_per_sec(),
-                self.ours.poll.records_per_sec() / plain.poll.records_per_sec(),
-            )
-        })
+    /// Ours over each baseline, in records per second, for appending and
+    /// for reading.
+    pub fn ratios(&self) -> Vec<(&'static str, f64, f64)> {
+        self.baselines
+            .iter()
+            .map(|(name, plain)| {
+                (
+                    *name,
+                    self.ours.append.records_per_sec() / plain.append.records_per_sec(),
+                    self.ours.poll.records_per_sec() / plain.poll.records_per_sec(),
+                )
+            })
+            .collect()
     }
 }
 
@@ -161,21 +184,27 @@ impl fmt::Display for LogBenchReport {
             } else {
                 "s appending at once (time per append is the time of the whole group)"
             },
-            if self.plain.is_some() {
-                ", taking turns with the plain iggy client"
-            } else {
-                ""
+            match self.baselines.len() {
+                0 => String::new(),
+                _ => format!(
+                    ", taking turns with {}",
+                    self.baselines
+                        .iter()
+                        .map(|(name, _)| *name)
+                        .collect::<Vec<_>>()
+                        .join(" and ")
+                ),
             }
         )?;
         writeln!(
             f,
-            "{:<12} {:>14} {:>12} {:>14} {:>12}",
+            "{:<18} {:>14} {:>12} {:>14} {:>12}",
             "", "append rec/s", "append MB/s", "poll rec/s", "poll MB/s"
         )?;
         let row = |f: &mut fmt::Formatter<'_>, name: &str, x: &BenchFigures| {
             writeln!(
                 f,
-                "{name:<12} {:>14.0} {:>12.1} {:>14.0} {:>12.1}",
+                "{name:<18} {:>14.0} {:>12.1} {:>14.0} {:>12.1}",
                 x.append.records_per_sec(),
                 x.append.mb_per_sec(),
                 x.poll.records_per_sec(),
@@ -183,14 +212,18 @@ impl fmt::Display for LogBenchReport {
             )
         };
         row(f, "agdx", &self.ours)?;
-        if let Some(plain) = &self.plain {
-            row(f, "plain iggy", plain)?;
+        for (name, figures) in &self.baselines {
+            row(f, name, figures)?;
         }
-        if let Some((append, poll)) = self.ratios() {
+        for (name, append, poll) in self.ratios() {
             writeln!(
                 f,
-                "{:<12} {:>14.2} {:>12} {:>14.2} {:>12}",
-                "agdx/plain", append, "", poll, ""
+                "{:<18} {:>14.2} {:>12} {:>14.2} {:>12}",
+                format!("agdx/{name}"),
+                append,
+                "",
+                poll,
+                ""
             )?;
         }
         Ok(())
@@ -281,12 +314,39 @@ enum Side<'a> {
         payload: Vec<u8>,
         headers: bool,
     },
+    /// Plain SQLite and the next offset of each partition.
+    Sqlite {
+        db: Mutex<(PlainSqlite, Vec<i64>)>,
+        payload: Vec<u8>,
+    },
+    /// The disk, and where each partition's records went in its file.
+    Disk {
+        disk: Mutex<(PlainDisk, Vec<Vec<u64>>)>,
+        payload: Vec<u8>,
+    },
 }
 
 /// Records ready to append, in the form each client takes them.
 enum Batch {
     Ours(Vec<OutgoingRecord>),
     Plain(Vec<IggyMessage>),
+    Rows(Vec<Vec<u8>>),
+    Bytes { count: u32, bytes: Vec<u8> },
+}
+
+/// A local baseline's state; a bench that panicked holding it is over anyway.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn local_error<E>(what: &str, error: E) -> LogError
+where
+    E: std::fmt::Display + Into<agdx::log::Cause>,
+{
+    LogError::Backend {
+        reason: format!("the {what} baseline failed: {error}"),
+        source: Some(error.into()),
+    }
 }
 
 impl Side<'_> {
@@ -328,6 +388,13 @@ impl Side<'_> {
                 .collect::<Result<Vec<_>, _>>()
                 .map(Batch::Plain)
                 .map_err(|e| client.error("building messages", e)),
+            Side::Sqlite { payload, .. } => {
+                Ok(Batch::Rows((0..count).map(|_| payload.clone()).collect()))
+            }
+            Side::Disk { payload, .. } => Ok(Batch::Bytes {
+                count,
+                bytes: payload.repeat(count as usize),
+            }),
         }
     }
 
@@ -344,6 +411,21 @@ impl Side<'_> {
             }
             (Side::Plain { client, .. }, Batch::Plain(mut messages)) => {
                 client.send(topic, partition, &mut messages).await
+            }
+            (Side::Sqlite { db, .. }, Batch::Rows(rows)) => {
+                let (db, next) = &mut *lock(db);
+                let next = &mut next[partition as usize];
+                db.append((1, i64::from(partition)), *next, &rows, None)
+                    .map_err(|e| local_error("plain SQLite", e))?;
+                *next += rows.len() as i64;
+                Ok(())
+            }
+            (Side::Disk { disk, payload }, Batch::Bytes { count, bytes }) => {
+                let (disk, positions) = &mut *lock(disk);
+                let at = disk.append(&bytes).map_err(|e| local_error("disk", e))?;
+                let size = payload.len() as u64;
+                positions[partition as usize].extend((0..u64::from(count)).map(|k| at + k * size));
+                Ok(())
             }
             _ => Err(LogError::InvalidInput(
                 "a bench batch went to the other client".into(),
@@ -369,15 +451,71 @@ impl Side<'_> {
                 Ok((records.len() as u64, next))
             }
             Side::Plain { client, .. } => client.poll(topic, partition, from, batch).await,
+            Side::Sqlite { db, .. } => {
+                let (db, _) = &*lock(db);
+                let rows = db
+                    .read((1, i64::from(partition)), from as i64, batch)
+                    .map_err(|e| local_error("plain SQLite", e))?;
+                let next = rows.last().map_or(from, |(off, _, _)| *off as u64 + 1);
+                Ok((rows.len() as u64, next))
+            }
+            Side::Disk { disk, payload } => {
+                let (disk, positions) = &*lock(disk);
+                let wanted = positions[partition as usize]
+                    .iter()
+                    .skip(from as usize)
+                    .take(batch as usize);
+                let mut record = vec![0; payload.len()];
+                let mut read = 0;
+                for &at in wanted {
+                    disk.read(at, &mut record)
+                        .map_err(|e| local_error("disk", e))?;
+                    read += 1;
+                }
+                Ok((read, from + read))
+            }
         }
+    }
+
+    /// Whether this side writes to the bench topic of the log (and so
+    /// reads back the records of every other side that does).
+    fn on_the_log(&self) -> bool {
+        matches!(self, Side::Ours { .. } | Side::Plain { .. })
     }
 }
 
-/// Runs the workload through `log` and, with `plain`, through the plain
-/// `iggy` client on the same server, taking turns.
+/// The local baselines, in files of their own in a new directory inside
+/// `beside`: plain SQLite, and the disk with room for `opts.records`.
+fn local_sides(
+    beside: &std::path::Path,
+    opts: &LogBenchOptions,
+) -> Result<(tempfile::TempDir, Side<'static>, Side<'static>), LogError> {
+    let dir = tempfile::tempdir_in(beside).map_err(|e| local_error("local", e))?;
+    let db = PlainSqlite::create(&dir.path().join("plain.sqlite3"))
+        .map_err(|e| local_error("plain SQLite", e))?;
+    let disk = PlainDisk::create(
+        &dir.path().join("plain.disk"),
+        opts.records * opts.size as u64,
+    )
+    .map_err(|e| local_error("disk", e))?;
+    let partitions = opts.partitions as usize;
+    Ok((
+        dir,
+        Side::Sqlite {
+            db: Mutex::new((db, vec![0; partitions])),
+            payload: vec![b'a'; opts.size],
+        },
+        Side::Disk {
+            disk: Mutex::new((disk, vec![Vec::new(); partitions])),
+            payload: vec![b'a'; opts.size],
+        },
+    ))
+}
+
+/// Runs the workload through `log` and through `baseline`, taking turns.
 pub async fn run_log_bench(
     log: SharedLog,
-    plain: Option<PlainIggyTarget>,
+    baseline: Option<LogBaseline>,
     opts: LogBenchOptions,
 ) -> Result<LogBenchReport, LogError> {
     check(&opts)?;
@@ -391,9 +529,8 @@ pub async fn run_log_bench(
         payload: vec![b'a'; opts.size],
         headers: opts.headers,
     };
-    let durability = plain.as_ref().map(PlainIggyTarget::durability);
-    let (ours, plain) = match plain {
-        Some(target) => {
+    let (ours, baselines, durability) = match baseline {
+        Some(LogBaseline::Iggy(target)) => {
             let client = PlainClient::connect(&target).await?;
             let plain = Side::Plain {
                 client: &client,
@@ -405,15 +542,28 @@ pub async fn run_log_bench(
             client.close().await;
             let figures = measured?;
             deleted?;
-            (figures[0], Some(figures[1]))
+            (
+                figures[0],
+                vec![("plain iggy", figures[1])],
+                Some(target.durability()),
+            )
         }
-        None => (measure(&[ours], &topic, &opts).await?[0], None),
+        Some(LogBaseline::Local(beside)) => {
+            let (_dir, sqlite, disk) = local_sides(&beside, &opts)?;
+            let figures = measure(&[ours, sqlite, disk], &topic, &opts).await?;
+            (
+                figures[0],
+                vec![("plain SQLite", figures[1]), ("disk", figures[2])],
+                None,
+            )
+        }
+        None => (measure(&[ours], &topic, &opts).await?[0], Vec::new(), None),
     };
     Ok(LogBenchReport {
         log: log.describe(),
         options: opts,
         ours,
-        plain,
+        baselines,
         durability,
     })
 }
@@ -475,8 +625,13 @@ async fn measure(
         }
     }
 
-    let expected = opts.records * sides.len() as u64;
-    for f in &figures {
+    let on_the_log = sides.iter().filter(|s| s.on_the_log()).count() as u64;
+    for (side, f) in sides.iter().zip(&figures) {
+        let expected = if side.on_the_log() {
+            opts.records * on_the_log
+        } else {
+            opts.records
+        };
         if f.poll.records != expected {
             return Err(LogError::Backend {
                 reason: format!(
@@ -521,10 +676,10 @@ mod tests {
                 ..LogBenchOptions::default()
             },
             ours: figures(2),
-            plain: Some(figures(1)),
+            baselines: vec![("plain iggy", figures(1))],
             durability: Some(Durability::Fsync),
         };
-        assert_eq!(report.ratios(), Some((0.5, 0.5)));
+        assert_eq!(report.ratios(), vec![("plain iggy", 0.5, 0.5)]);
         let text = report.to_string();
         assert!(
             text.contains("plain iggy") && text.contains("agdx/plain") && text.contains("0.50"),

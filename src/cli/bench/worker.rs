@@ -8,20 +8,19 @@
 //! The plain baseline does the same I/O with nothing of the runtime in it,
 //! per partition: read a batch of records, append one reply per record to
 //! a reply topic, store the offset, with the pool's batch size and
-//! durability. On the embedded log it is plain SQLite (`rusqlite`) in a
-//! file of its own with the log's schema and settings (WAL,
-//! `synchronous=FULL`, 8 KiB pages), the reply rows and the offset in one
-//! transaction per batch, one writer; on Iggy the plain `iggy` client on a
+//! durability. On the embedded log it is plain SQLite
+//! ([`super::plain_local::PlainSqlite`]), the reply rows and the offset in
+//! one transaction per batch, one writer; on Iggy the plain `iggy` client on a
 //! connection of its own, reading the same commands (as a consumer of its
-//! own) and storing its consumer offset. The ratio is ours/plain. Kafka has
-//! no plain baseline yet.
+//! own) and storing its consumer offset; on Kafka plain `rdkafka`
+//! ([`super::plain_kafka`]). The ratio is ours/plain.
 //!
 //! The resident memory of the process is read once 10,000 commands are
 //! committed and again at the end of the one-member run: with
 //! `--commands 1000000`, whether a worker grows with traffic.
 
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -34,7 +33,9 @@ use agdx::{CommandRequest, Producer, Topology, TopologyConfig, new_conversation_
 use tokio_util::sync::CancellationToken;
 
 use super::plain::{PlainClient, PlainIggyTarget};
-use super::{BenchError, rss_kib};
+use super::plain_kafka::{brokers_of, plain_kafka};
+use super::plain_local::{COMMANDS, PlainSqlite, REPLIES};
+use super::{BenchError, Spent, Stopwatch, rss_kib};
 
 /// What to run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,10 +64,13 @@ impl Default for WorkerBenchOptions {
 /// The plain baseline's backend.
 #[derive(Debug, Clone)]
 pub enum PlainWorker {
-    /// Plain SQLite in a temporary directory.
-    Sqlite,
+    /// Plain SQLite in a temporary directory inside this one (the log's,
+    /// so that both meet the same disk).
+    Sqlite(PathBuf),
     /// The plain `iggy` client on the bench server.
     Iggy(PlainIggyTarget),
+    /// Plain `rdkafka` on the cluster of this `kafka://` string.
+    Kafka(String),
 }
 
 /// Commands the pool has committed when the first memory figure is read.
@@ -81,9 +85,9 @@ pub struct WorkerRun {
     /// Pool members.
     pub members: usize,
     /// From the pool's start to its last commit.
-    pub ours: Duration,
+    pub ours: Spent,
     /// The plain loop's time for the same commands.
-    pub plain: Option<Duration>,
+    pub plain: Option<Spent>,
 }
 
 /// What the bench found.
@@ -106,6 +110,13 @@ fn per_sec(commands: u64, elapsed: Duration) -> f64 {
     commands as f64 / elapsed.as_secs_f64().max(1e-9)
 }
 
+/// Microseconds of CPU per command, for reports.
+fn cpu_per_command(commands: u64, spent: &Spent) -> String {
+    spent.cpu.map_or("n/a".to_owned(), |cpu| {
+        format!("{:.1}", cpu.as_secs_f64() * 1e6 / commands.max(1) as f64)
+    })
+}
+
 impl fmt::Display for WorkerBenchReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let o = &self.options;
@@ -115,20 +126,22 @@ impl fmt::Display for WorkerBenchReport {
             self.log, o.commands, o.size, o.partitions
         )?;
         for run in &self.runs {
-            let ours = per_sec(o.commands, run.ours);
+            let ours = per_sec(o.commands, run.ours.wall);
             write!(
                 f,
-                "  {} member{}: {ours:>9.0} commands/s ({:.2} s)",
+                "  {} member{}: {ours:>9.0} commands/s ({:.2} s, {} µs CPU a command)",
                 run.members,
                 if run.members == 1 { " " } else { "s" },
-                run.ours.as_secs_f64()
+                run.ours.wall.as_secs_f64(),
+                cpu_per_command(o.commands, &run.ours)
             )?;
             match (run.plain, &self.plain) {
-                (Some(plain), Some(name)) => {
-                    let plain = per_sec(o.commands, plain);
+                (Some(plain_spent), Some(name)) => {
+                    let plain = per_sec(o.commands, plain_spent.wall);
                     writeln!(
                         f,
-                        "; {name} {plain:.0} commands/s; ours/plain {:.2}",
+                        "; {name} {plain:.0} commands/s ({} µs CPU a command); ours/plain {:.2}",
+                        cpu_per_command(o.commands, &plain_spent),
                         ours / plain
                     )?;
                 }
@@ -168,12 +181,12 @@ pub async fn run_worker_bench(
             .ensure(log.as_ref())
             .await?;
         preload(&log, &topology, &options).await?;
-        let plain_run = async || -> Result<Option<Duration>, BenchError> {
+        let plain_run = async || -> Result<Option<Spent>, BenchError> {
             match &plain {
-                Some(PlainWorker::Sqlite) => {
+                Some(PlainWorker::Sqlite(beside)) => {
                     let payloads = command_payloads(&log, &topology.commands).await?;
-                    let dir =
-                        tempfile::tempdir().map_err(|e| BenchError::Options(e.to_string()))?;
+                    let dir = tempfile::tempdir_in(beside)
+                        .map_err(|e| BenchError::Options(e.to_string()))?;
                     Ok(Some(
                         plain_sqlite(dir.path(), payloads, options.partitions).await?,
                     ))
@@ -181,6 +194,21 @@ pub async fn run_worker_bench(
                 Some(PlainWorker::Iggy(target)) => Ok(Some(
                     plain_iggy(&log, target, &topology, options.commands).await?,
                 )),
+                Some(PlainWorker::Kafka(url)) => {
+                    let commands = &topology.commands;
+                    let replies = plain_replies(&log, &topology).await?;
+                    Ok(Some(
+                        plain_kafka(
+                            brokers_of(url),
+                            &format!("{}.{}", commands.stream, commands.topic),
+                            &format!("{}.{}", replies.stream, replies.topic),
+                            commands.partitions.get(),
+                            options.commands,
+                            batch(),
+                        )
+                        .await?,
+                    ))
+                }
                 None => Ok(None),
             }
         };
@@ -207,7 +235,8 @@ pub async fn run_worker_bench(
     Ok(WorkerBenchReport {
         log: log.describe(),
         plain: plain.map(|p| match p {
-            PlainWorker::Sqlite => "plain SQLite".to_owned(),
+            PlainWorker::Sqlite(_) => "plain SQLite".to_owned(),
+            PlainWorker::Kafka(_) => "plain rdkafka".to_owned(),
             PlainWorker::Iggy(target) => match target.durability() {
                 Durability::Fsync => "plain iggy client (flush + fsync)".to_owned(),
                 Durability::Server => "plain iggy client".to_owned(),
@@ -253,11 +282,12 @@ async fn pool(
     members: usize,
     commands: u64,
     measure_rss: bool,
-) -> Result<(Duration, Option<(i64, i64)>), BenchError> {
+) -> Result<(Spent, Option<(i64, i64)>), BenchError> {
     let shutdown = CancellationToken::new();
     let mut stats: Vec<Arc<WorkerStats>> = Vec::new();
     let mut tasks = Vec::new();
     let started = Instant::now();
+    let stopwatch = Stopwatch::start();
     for _ in 0..members {
         let producer = Producer::new(log.clone(), topology.clone(), agent("bench-echo"));
         let config = WorkerConfig {
@@ -291,14 +321,14 @@ async fn pool(
         }
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
-    let elapsed = started.elapsed();
+    let spent = stopwatch.stop();
     let end = rss_kib();
     shutdown.cancel();
     for task in tasks {
         task.await
             .map_err(|e| BenchError::Options(e.to_string()))??;
     }
-    Ok((elapsed, early.zip(end)))
+    Ok((spent, early.zip(end)))
 }
 
 /// The payloads of every command on `commands`, by partition.
@@ -336,7 +366,7 @@ async fn plain_sqlite(
     dir: &Path,
     payloads: Vec<Vec<Vec<u8>>>,
     partitions: u32,
-) -> Result<Duration, BenchError> {
+) -> Result<Spent, BenchError> {
     let path = dir.join("plain.sqlite3");
     tokio::task::spawn_blocking(move || plain_sqlite_blocking(&path, payloads, partitions))
         .await
@@ -348,88 +378,46 @@ fn plain_sqlite_blocking(
     path: &Path,
     payloads: Vec<Vec<Vec<u8>>>,
     partitions: u32,
-) -> rusqlite::Result<Duration> {
-    const COMMANDS: i64 = 1;
-    const REPLIES: i64 = 2;
-    let mut conn = rusqlite::Connection::open(path)?;
-    conn.pragma_update(None, "page_size", 8192)?;
-    conn.pragma_update(None, "journal_mode", "WAL")?;
-    conn.pragma_update(None, "synchronous", "FULL")?;
-    conn.execute_batch(
-        "CREATE TABLE records (
-            topic_key INTEGER NOT NULL, part INTEGER NOT NULL, off INTEGER NOT NULL,
-            ts INTEGER NOT NULL, headers BLOB NOT NULL, payload BLOB NOT NULL,
-            checksum INTEGER NOT NULL,
-            PRIMARY KEY (topic_key, part, off)) WITHOUT ROWID;
-         CREATE TABLE group_offsets (
-            topic_key INTEGER NOT NULL, grp TEXT NOT NULL, part INTEGER NOT NULL,
-            off INTEGER NOT NULL,
-            PRIMARY KEY (topic_key, grp, part)) WITHOUT ROWID;",
-    )?;
-    {
-        let tx = conn.transaction()?;
-        {
-            let mut insert =
-                tx.prepare("INSERT INTO records VALUES (?1, ?2, ?3, 0, x'', ?4, 0)")?;
-            for (part, list) in payloads.iter().enumerate() {
-                for (off, payload) in list.iter().enumerate() {
-                    insert.execute(rusqlite::params![
-                        COMMANDS,
-                        part as i64,
-                        off as i64,
-                        payload
-                    ])?;
-                }
-            }
-        }
-        tx.commit()?;
+) -> rusqlite::Result<Spent> {
+    let mut db = PlainSqlite::create(path)?;
+    for (part, list) in payloads.iter().enumerate() {
+        db.append((COMMANDS, part as i64), 0, list, None)?;
     }
-    let batch = i64::from(batch());
-    let started = Instant::now();
+    let stopwatch = Stopwatch::start();
     let mut next = vec![0i64; partitions as usize];
     let mut written = vec![0i64; partitions as usize];
     let mut busy = true;
     while busy {
         busy = false;
         for part in 0..partitions as usize {
-            let rows: Vec<(i64, Vec<u8>)> = conn
-                .prepare_cached(
-                    "SELECT off, payload FROM records WHERE topic_key = ?1 AND part = ?2 AND off >= ?3 ORDER BY off LIMIT ?4",
-                )?
-                .query_map(
-                    rusqlite::params![COMMANDS, part as i64, next[part], batch],
-                    |row| Ok((row.get(0)?, row.get(1)?)),
-                )?
-                .collect::<rusqlite::Result<_>>()?;
-            let Some(&(last, _)) = rows.last() else {
+            let rows = db.read((COMMANDS, part as i64), next[part], batch())?;
+            let Some(&(last, _, _)) = rows.last() else {
                 continue;
             };
             busy = true;
-            let tx = conn.transaction()?;
-            {
-                let mut insert =
-                    tx.prepare_cached("INSERT INTO records VALUES (?1, ?2, ?3, ?4, x'', ?5, 0)")?;
-                for (_, payload) in &rows {
-                    insert.execute(rusqlite::params![
-                        REPLIES,
-                        part as i64,
-                        written[part],
-                        started.elapsed().as_micros() as i64,
-                        payload
-                    ])?;
-                    written[part] += 1;
-                }
-                tx.prepare_cached(
-                    "INSERT INTO group_offsets VALUES (?1, 'plain', ?2, ?3)
-                     ON CONFLICT (topic_key, grp, part) DO UPDATE SET off = excluded.off",
-                )?
-                .execute(rusqlite::params![COMMANDS, part as i64, last])?;
-            }
-            tx.commit()?;
+            let replies: Vec<&[u8]> = rows.iter().map(|(_, _, payload)| &payload[..]).collect();
+            db.append(
+                (REPLIES, part as i64),
+                written[part],
+                &replies,
+                Some((COMMANDS, part as i64, last)),
+            )?;
+            written[part] += replies.len() as i64;
             next[part] = last + 1;
         }
     }
-    Ok(started.elapsed())
+    Ok(stopwatch.stop())
+}
+
+/// The topic the plain loops reply to, beside the commands.
+async fn plain_replies(log: &SharedLog, topology: &Topology) -> Result<TopicInfo, BenchError> {
+    Ok(log
+        .ensure_topic(
+            &topology.commands.stream,
+            "bench.plain.replies",
+            topology.commands.partitions.get(),
+        )
+        .await?)
 }
 
 /// The plain `iggy` loop over the commands of `topology`: one task per
@@ -439,16 +427,10 @@ async fn plain_iggy(
     target: &PlainIggyTarget,
     topology: &Topology,
     commands: u64,
-) -> Result<Duration, BenchError> {
-    let replies = log
-        .ensure_topic(
-            &topology.commands.stream,
-            "bench.plain.replies",
-            topology.commands.partitions.get(),
-        )
-        .await?;
+) -> Result<Spent, BenchError> {
+    let replies = plain_replies(log, topology).await?;
     let client = Arc::new(PlainClient::connect(target).await?);
-    let started = Instant::now();
+    let stopwatch = Stopwatch::start();
     let loops = (0..topology.commands.partitions.get()).map(|partition| {
         let (client, commands_topic, replies) =
             (client.clone(), topology.commands.clone(), replies.clone());
@@ -475,14 +457,14 @@ async fn plain_iggy(
         .await?
         .into_iter()
         .sum();
-    let elapsed = started.elapsed();
+    let spent = stopwatch.stop();
     client.close().await;
     if handled != commands {
         return Err(BenchError::Options(format!(
             "the plain loop read {handled} commands of {commands}"
         )));
     }
-    Ok(elapsed)
+    Ok(spent)
 }
 
 fn agent(name: &str) -> AgentId {
@@ -504,15 +486,24 @@ mod tests {
             plain: Some("plain SQLite".into()),
             runs: vec![WorkerRun {
                 members: 1,
-                ours: Duration::from_secs(2),
-                plain: Some(Duration::from_secs(1)),
+                ours: Spent {
+                    wall: Duration::from_secs(2),
+                    cpu: Some(Duration::from_secs(3)),
+                },
+                plain: Some(Spent {
+                    wall: Duration::from_secs(1),
+                    cpu: None,
+                }),
             }],
             rss_kib: Some((10 * 1024, 11 * 1024)),
         };
         let text = report.to_string();
-        assert!(text.contains("1 member :       500 commands/s"), "{text}");
         assert!(
-            text.contains("plain SQLite 1000 commands/s; ours/plain 0.50"),
+            text.contains("1 member :       500 commands/s (2.00 s, 3000.0 µs CPU a command)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("plain SQLite 1000 commands/s (n/a µs CPU a command); ours/plain 0.50"),
             "{text}"
         );
         assert!(

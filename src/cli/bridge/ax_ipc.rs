@@ -9,8 +9,9 @@ use clap::{Args, Subcommand};
 use tokio_util::sync::CancellationToken;
 
 use agdx::bridge::ax_ipc::{
-    ActionSchemas, AxIpcBridge, BindError, Gate, IPC_PATH, Route, Routes, SchemaError, Tokens,
-    bind, router, serve_http, serve_socket, write_defaults,
+    ActionSchemas, AxIpcBridge, BindError, CredentialHeader, DEFAULT_LLM_UPSTREAM, Gate, IPC_PATH,
+    LLM_PROXY_PATH, LlmProxy, Route, Routes, SchemaError, TaintBudget, TaintProfile, Tokens, bind,
+    router, serve_http, serve_socket, write_defaults,
 };
 use agdx::bridge::token::DEFAULT_SCHEME;
 use agdx::wire::AgentId;
@@ -32,6 +33,11 @@ const MINTER: Minter = Minter {
 /// checked against strict per-action JSON Schemas, sent as commands to the
 /// agent routed for the action, and answered `{"ok":true, ...reply}` or
 /// `{"ok":false,"error":...}` with the request's `_msgId`. Ctrl-C stops it.
+///
+/// With --taint-profile, a session whose replies are mostly external
+/// content (web results) is refused sensitive actions; with --http and
+/// --llm-credential-env, POST /internal/llm-proxy/* forwards the agent's
+/// LLM requests to the provider with the bridge's credential.
 ///
 /// Example: agdx bridge ax-ipc --socket /tmp/ax.sock --route 'memory_*=memory'
 #[derive(Debug, Args)]
@@ -93,6 +99,53 @@ pub struct ServeArgs {
     /// How often a waiting call gets a heartbeat on the socket.
     #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = parse_duration)]
     pub heartbeat: Duration,
+
+    /// Count each session's replies, external content (--taint-source)
+    /// apart, and refuse its sensitive actions (--taint-sensitive) while
+    /// the external share is over the profile's threshold: paranoid (10%),
+    /// balanced (30%), yolo (60%). As the AX host's taint budget.
+    #[arg(long, value_name = "PROFILE", group = "taint")]
+    pub taint_profile: Option<TaintProfile>,
+
+    /// As --taint-profile, with a threshold of your own: a share from 0 to
+    /// 1 (0.3 is 30%).
+    #[arg(long, value_name = "RATIO", group = "taint")]
+    pub taint_threshold: Option<f64>,
+
+    /// An action refused over the taint threshold; repeatable, replaces
+    /// the default (oauth_call, scheduler_add_cron). identity_write,
+    /// user_write and identity_propose are never refused.
+    #[arg(long = "taint-sensitive", value_name = "ACTION", requires = "taint")]
+    pub taint_sensitive: Vec<String>,
+
+    /// An action whose replies are external content; repeatable, replaces
+    /// the default (web_fetch, web_search, browser_navigate,
+    /// browser_snapshot). Entries tagged "taint":{"trust":"external"} in
+    /// any reply count too.
+    #[arg(long = "taint-source", value_name = "ACTION", requires = "taint")]
+    pub taint_sources: Vec<String>,
+
+    /// HTTP: serve POST /internal/llm-proxy/*, forwarding the agent's LLM
+    /// requests (its per-turn token as its API key) to --llm-upstream with
+    /// the credential in the environment variable VAR; the agent's own
+    /// key headers never pass.
+    #[arg(long, value_name = "VAR", requires = "http")]
+    pub llm_credential_env: Option<String>,
+
+    /// The LLM provider's API the proxy forwards to.
+    #[arg(long, value_name = "URL", default_value = DEFAULT_LLM_UPSTREAM, requires = "llm_credential_env")]
+    pub llm_upstream: String,
+
+    /// The header the provider takes the credential in: x-api-key
+    /// (Anthropic API keys) or bearer (Authorization: Bearer, for OAuth
+    /// tokens and OpenAI-style APIs).
+    #[arg(
+        long,
+        value_name = "HEADER",
+        default_value = "x-api-key",
+        requires = "llm_credential_env"
+    )]
+    pub llm_auth: CredentialHeader,
 }
 
 #[derive(Debug, Args)]
@@ -137,12 +190,29 @@ async fn serve(global: &Global, args: ServeArgs) -> Result<(), Failure> {
     let id = args.id.clone().unwrap_or_else(|| args.source.to_string());
     let routes = Routes::new(args.routes.clone());
     let described_routes = routes.to_string();
-    let gate = Gate::new(id.clone(), schemas, routes);
+    let mut gate = Gate::new(id.clone(), schemas, routes);
+    let taint = taint_budget(&args)?;
+    let described_taint = match &taint {
+        Some(budget) => format!(
+            "taint budget {:.0}%: refusing {} over it, counting replies of {} as external",
+            budget.threshold() * 100.0,
+            budget.sensitive().collect::<Vec<_>>().join(", "),
+            budget.sources().collect::<Vec<_>>().join(", "),
+        ),
+        None => "no taint budget (--taint-profile sets one)".to_owned(),
+    };
+    if let Some(budget) = taint {
+        gate = gate.with_taint(budget);
+    }
+    let llm_proxy = llm_proxy(&args)?;
     let (log, topology) = global.topology().await?;
     let check = global.claim_check(&log, None, None)?;
     let producer = Producer::new(log, topology, args.source.clone()).with_claim_check(check);
-    let bridge =
-        Arc::new(AxIpcBridge::new(Requester::new(producer), gate).with_timeout(args.timeout));
+    let mut bridge = AxIpcBridge::new(Requester::new(producer), gate).with_timeout(args.timeout);
+    if let Some(proxy) = llm_proxy {
+        bridge = bridge.with_llm_proxy(proxy);
+    }
+    let bridge = Arc::new(bridge);
 
     let shutdown = CancellationToken::new();
     let mut tasks = tokio::task::JoinSet::new();
@@ -168,6 +238,14 @@ async fn serve(global: &Global, args: ServeArgs) -> Result<(), Failure> {
             .map_err(|e| Failure::new(format!("cannot listen on {addr}: {e}")))?;
         let bound = listener.local_addr()?;
         println!("http http://{bound}{IPC_PATH}");
+        if let Some(proxy) = bridge.llm_proxy() {
+            println!("llm-proxy http://{bound}{LLM_PROXY_PATH}");
+            eprintln!(
+                "agdx bridge ax-ipc: LLM proxy forwarding to {} with the credential in {}",
+                proxy.upstream(),
+                proxy.credential_header()
+            );
+        }
         let tokens = tokens.unwrap_or_default();
         tasks.spawn(serve_http(
             listener,
@@ -176,7 +254,7 @@ async fn serve(global: &Global, args: ServeArgs) -> Result<(), Failure> {
         ));
     }
     eprintln!(
-        "agdx bridge ax-ipc: bridge '{id}' asking as '{}' on stream '{}'; routes: {described_routes}; actions: {}; {}; Ctrl-C stops it",
+        "agdx bridge ax-ipc: bridge '{id}' asking as '{}' on stream '{}'; routes: {described_routes}; actions: {}; {described_taint}; {}; Ctrl-C stops it",
         args.source,
         global.stream,
         bridge
@@ -199,6 +277,39 @@ async fn serve(global: &Global, args: ServeArgs) -> Result<(), Failure> {
         }
     }
     Ok(())
+}
+
+/// The taint budget the flags ask for, if any.
+fn taint_budget(args: &ServeArgs) -> Result<Option<TaintBudget>, Failure> {
+    let mut budget = match (args.taint_profile, args.taint_threshold) {
+        (Some(profile), _) => TaintBudget::for_profile(profile),
+        (None, Some(threshold)) => TaintBudget::new(threshold)
+            .map_err(|e| Failure::new(format!("--taint-threshold: {e}")))?,
+        (None, None) => return Ok(None),
+    };
+    if !args.taint_sensitive.is_empty() {
+        budget = budget.with_sensitive(args.taint_sensitive.iter().cloned());
+    }
+    if !args.taint_sources.is_empty() {
+        budget = budget.with_sources(args.taint_sources.iter().cloned());
+    }
+    Ok(Some(budget))
+}
+
+/// The LLM proxy the flags ask for, its credential read from the
+/// environment (never from the agent).
+fn llm_proxy(args: &ServeArgs) -> Result<Option<LlmProxy>, Failure> {
+    let Some(var) = &args.llm_credential_env else {
+        return Ok(None);
+    };
+    let credential = zeroize::Zeroizing::new(std::env::var(var).map_err(|_| {
+        Failure::new(format!(
+            "--llm-credential-env {var}: the environment variable {var} is not set (or not UTF-8); export the provider's key in it"
+        ))
+    })?);
+    LlmProxy::new(&args.llm_upstream, &credential, args.llm_auth)
+        .map(Some)
+        .map_err(|e| Failure::new(format!("--llm-credential-env/--llm-upstream: {e}")))
 }
 
 /// The HTTP tokens, refused when --http has none to check.

@@ -4,6 +4,7 @@ use clap::Subcommand;
 
 use super::context::{Failure, Global};
 
+mod a2a;
 mod ax_ipc;
 mod axon;
 mod ioa;
@@ -29,6 +30,9 @@ pub enum BridgeCommand {
     /// the live agents' operations, from their cards: a call is a command,
     /// its reply the result, with progress and cancellation carried through.
     Mcp(mcp::McpArgs),
+    /// An A2A server (JSON-RPC over HTTP, SSE): every live agent on the log
+    /// is an A2A agent at /agents/{agent}/, its card built from its AGDX card.
+    A2a(a2a::A2aArgs),
 }
 
 pub async fn run(global: &Global, command: BridgeCommand) -> Result<(), Failure> {
@@ -37,5 +41,6 @@ pub async fn run(global: &Global, command: BridgeCommand) -> Result<(), Failure>
         BridgeCommand::AxIpc(args) => ax_ipc::run(global, args).await,
         BridgeCommand::Ioa(args) => ioa::run(global, args).await,
         BridgeCommand::Mcp(args) => mcp::run(global, args).await,
+        BridgeCommand::A2a(args) => a2a::run(global, args).await,
     }
 }

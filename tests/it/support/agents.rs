@@ -26,6 +26,21 @@ pub fn storyteller(words: &'static [&'static str]) -> impl Handler {
     })
 }
 
+/// Asks its caller "which day?" (waiting `wait` at most), then answers
+/// "booked for DAY".
+pub fn booking(wait: std::time::Duration) -> impl Handler {
+    handler_fn(move |request| async move {
+        let day = request
+            .ask_input(b"which day?".to_vec(), wait)
+            .await
+            .map_err(|e| HandlerError::fatal(e.to_string()))?;
+        Ok(HandlerReply::raw(format!(
+            "booked for {}",
+            String::from_utf8_lossy(&day)
+        )))
+    })
+}
+
 /// Fails every command, not retryably, with `message`.
 pub fn refusing(message: &'static str) -> impl Handler {
     handler_fn(move |_| async move { Err(HandlerError::fatal(message)) })
