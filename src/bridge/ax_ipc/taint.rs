@@ -99,16 +99,6 @@ pub enum TaintConfigError {
     BadThreshold(f64),
 }
 
-impl TaintConfigError {
-    /// Whether trying again may succeed without a change of configuration.
-    pub fn is_retryable(&self) -> bool {
-        match self {
-            TaintConfigError::UnknownProfile(_) => false,
-            TaintConfigError::BadThreshold(_) => false,
-        }
-    }
-}
-
 /// A sensitive action refused: the session's tainted share is over the
 /// threshold. Its text is the AX host's.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

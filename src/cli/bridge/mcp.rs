@@ -27,7 +27,7 @@ const MINTER: Minter = Minter {
 /// arrive as progress notifications, and notifications/cancelled cancels
 /// the command. Ctrl-C stops it.
 ///
-/// Example: agdx bridge mcp --listen 127.0.0.1:8766 --token-secret mcp.secret
+/// Example: agdx bridge mcp --listen 127.0.0.1:8767 --token-secret mcp.secret
 #[derive(Debug, Args)]
 #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct McpArgs {

@@ -296,13 +296,19 @@ impl QuarantineFold {
             },
             raw: Some(raw),
         };
-        let replayed = match self.facts.get(&fact.status.record) {
-            _ if self.spent.contains(&fact.status.record) => fact,
-            Some(first) if first.order() <= fact.order() => fact,
-            _ => match self.facts.insert(fact.status.record, fact) {
+        let record = fact.status.record;
+        let applied_before = self.spent.contains(&record)
+            || self
+                .facts
+                .get(&record)
+                .is_some_and(|first| first.order() <= fact.order());
+        let replayed = if applied_before {
+            fact
+        } else {
+            match self.facts.insert(record, fact) {
                 Some(later) => later,
                 None => return true,
-            },
+            }
         };
         self.ignore(IgnoredFact {
             position: replayed.status.position,
