@@ -41,6 +41,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use agdx_wire::{HeaderKind, HeaderValue};
@@ -197,12 +198,19 @@ pub struct Fences {
     log: SharedLog,
     claims: TopicInfo,
     known: Mutex<Known>,
+    /// Reads of the claim partition to its end begun so far, counted when
+    /// each begins: a check that waited for the lock while a read begun
+    /// after it asked ran takes that read's answer, instead of its own.
+    reads_begun: AtomicU64,
 }
 
 /// Claims read so far: every record at offsets `range.0..range.1`.
 #[derive(Default)]
 struct Known {
     range: Option<(u64, u64)>,
+    /// The number (in [`Fences::reads_begun`]) of the last read to the
+    /// partition's end that succeeded.
+    read_to_end: u64,
     /// What each claim (and request) is for, by offset.
     by_token: HashMap<u64, Claimed>,
     /// The offsets of the claims of each partition.
@@ -319,6 +327,7 @@ impl Fences {
             log,
             claims: snapshots,
             known: Mutex::new(Known::default()),
+            reads_begun: AtomicU64::new(0),
         })
     }
 
@@ -438,7 +447,7 @@ impl Fences {
         let before = self.log.last_offset(&self.claims, CLAIM_PARTITION).await?;
         let outgoing = OutgoingRecord {
             headers: crate::record::capsule_record(Vec::new()).headers,
-            payload,
+            payload: payload.into(),
         };
         self.log
             .append(&self.claims, CLAIM_PARTITION, vec![outgoing])
@@ -465,8 +474,15 @@ impl Fences {
 
     /// Where the holder of `token` stands (see [`Standing`]).
     pub(crate) async fn standing(&self, token: u64) -> Result<Standing, LogError> {
+        let asked = self.reads_begun.load(Ordering::SeqCst);
         let mut known = self.known.lock().await;
-        self.cover(&mut known, token).await?;
+        // A read begun after this check asked saw everything this one's
+        // own read would: the pool's partitions checking at once share it.
+        let fresh =
+            known.read_to_end > asked && known.range.is_some_and(|(start, _)| start <= token);
+        if !fresh {
+            self.cover(&mut known, token).await?;
+        }
         Ok(known.standing(token))
     }
 
@@ -526,7 +542,9 @@ impl Fences {
     /// Makes `known` cover the claim partition from `from` to its end:
     /// what lies before the range it covers, then what was appended since.
     async fn cover(&self, known: &mut Known, from: u64) -> Result<(), LogError> {
+        let read = self.reads_begun.fetch_add(1, Ordering::SeqCst) + 1;
         let Some(last) = self.log.last_offset(&self.claims, CLAIM_PARTITION).await? else {
+            known.read_to_end = read;
             return Ok(());
         };
         let end = last + 1;
@@ -540,6 +558,7 @@ impl Fences {
         };
         self.scan(known, next, end).await?;
         known.range = Some((start, end.max(next)));
+        known.read_to_end = read;
         Ok(())
     }
 

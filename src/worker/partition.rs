@@ -320,7 +320,19 @@ async fn turn(
                         .map_err(TurnError::CatchUp)?;
                 }
             }
-            handle_batch(ctx, (partition, fence), &records, &mut cursor, cancel).await
+            // The last record of a full poll is left for the next one,
+            // which starts at it: there it has records after it to look
+            // for its cancel among, instead of a read of its own.
+            let full = records.len() > 1 && records.len() >= ctx.config.poll_batch as usize;
+            let handled = records.len() - usize::from(full);
+            handle_batch(
+                ctx,
+                (partition, fence),
+                (&records, handled),
+                &mut cursor,
+                cancel,
+            )
+            .await
         }
         Err(LogError::Corrupt(damage)) => {
             // Unreadable records never surface; set them aside as one dead
@@ -387,18 +399,19 @@ fn keyed_reply_partitions(records: &[LogRecord], responses: &TopicInfo) -> BTree
         .collect()
 }
 
-/// Handles `records` in order, publishing and committing in flushes, until
+/// Handles the first `handled` of `records` in order (those after them
+/// only tell of cancels), publishing and committing in flushes, until
 /// `cancel` says to stop.
 async fn handle_batch(
     ctx: &PartitionContext,
     held: Held,
-    records: &[LogRecord],
+    (records, handled): (&[LogRecord], usize),
     cursor: &mut u64,
     cancel: &CancellationToken,
 ) -> Result<(), BatchError> {
     let mut unflushed = Unflushed::default();
     let cancels = Cancels::among(records);
-    for (at, record) in records.iter().enumerate() {
+    for (at, record) in records.iter().enumerate().take(handled) {
         // Stopping (or losing the partition, or a quarantine) ends the batch
         // after the record in hand; the rest stays uncommitted for whoever
         // reads next.
