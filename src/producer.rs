@@ -748,7 +748,10 @@ impl Producer {
                 topic: topic.topic.clone(),
                 partition,
             },
-            record: OutgoingRecord { headers, payload },
+            record: OutgoingRecord {
+                headers,
+                payload: payload.into(),
+            },
         })
     }
 

@@ -79,7 +79,10 @@ pub(crate) fn capsule_record(payload: Vec<u8>) -> OutgoingRecord {
             HeaderValue::u32(WIRE_VERSION),
         ),
     ];
-    OutgoingRecord { headers, payload }
+    OutgoingRecord {
+        headers,
+        payload: payload.into(),
+    }
 }
 
 #[cfg(test)]

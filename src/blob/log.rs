@@ -403,7 +403,7 @@ impl BlobStore for LogBlobStore {
                     }
                     .header(),
                 ],
-                payload: chunk.to_vec(),
+                payload: Bytes::copy_from_slice(chunk),
             })
             .collect();
         drop(bytes);
@@ -578,7 +578,7 @@ mod tests {
     fn foreign() -> OutgoingRecord {
         OutgoingRecord {
             headers: Vec::new(),
-            payload: b"another writer".to_vec(),
+            payload: Bytes::from_static(b"another writer"),
         }
     }
 

@@ -75,7 +75,7 @@ pub async fn run(global: &Global, args: PublishArgs) -> Result<(), Failure> {
             partition,
             OutgoingRecord {
                 headers,
-                payload: bytes,
+                payload: bytes.into(),
             },
         ));
     }

@@ -133,8 +133,9 @@ pub struct OutgoingRecord {
     /// bytes (Iggy's limits, which both backends enforce).
     pub headers: Headers,
     /// The payload, at least one byte and at most
-    /// [`Log::max_record_bytes`].
-    pub payload: Vec<u8>,
+    /// [`Log::max_record_bytes`]. Shared, so a batch kept for another
+    /// attempt costs no copy.
+    pub payload: Bytes,
 }
 
 /// One partition's batch of an [`Log::append_and_commit`].

@@ -81,7 +81,7 @@ mod tests {
     fn record(payload: &[u8]) -> OutgoingRecord {
         OutgoingRecord {
             headers: Vec::new(),
-            payload: payload.to_vec(),
+            payload: bytes::Bytes::copy_from_slice(payload),
         }
     }
 

@@ -194,7 +194,7 @@ pub async fn redrive(
     };
     let record = OutgoingRecord {
         headers: original_headers(log, topology, entry).await?,
-        payload: capsule.payload.clone(),
+        payload: capsule.payload.clone().into(),
     };
     log.append(topic, partition, vec![record]).await?;
     let mark = RedriveBody {

@@ -7,7 +7,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
-use bytes::Bytes;
 use tokio::sync::watch;
 
 use crate::log::{
@@ -35,7 +34,7 @@ pub const MEMORY_MAX_RECORD_BYTES: usize = 16 * 1024 * 1024;
 ///
 /// let log = MemoryLog::new();
 /// let topic = log.ensure_topic("agents", "agent.commands", 2).await?;
-/// let record = OutgoingRecord { headers: Vec::new(), payload: b"hi".to_vec() };
+/// let record = OutgoingRecord { headers: Vec::new(), payload: b"hi".to_vec().into() };
 /// log.append(&topic, 1, vec![record]).await?;
 /// let read = log.poll(&topic, 1, 0, 10, Duration::ZERO).await?;
 /// assert_eq!(&read[0].payload[..], b"hi");
@@ -292,7 +291,7 @@ impl Log for MemoryLog {
                     position: topic.position(partition, offset),
                     timestamp_micros,
                     headers: record.headers,
-                    payload: Bytes::from(record.payload),
+                    payload: record.payload,
                 });
             }
         })?;

@@ -60,7 +60,7 @@ pub const PATIENCE: Duration = Duration::from_secs(20);
 pub fn record(payload: impl Into<Vec<u8>>) -> OutgoingRecord {
     OutgoingRecord {
         headers: Vec::new(),
-        payload: payload.into(),
+        payload: payload.into().into(),
     }
 }
 

@@ -165,7 +165,7 @@ async fn a_card_the_fold_cannot_use_is_skipped_and_counted() {
         let partition = agdx::routing::partition_of(registry, broken.conversation);
         let record = OutgoingRecord {
             headers: record_headers(&broken, ContentType::Cbor),
-            payload: broken.encode(),
+            payload: broken.encode().into(),
         };
         fabric
             .log

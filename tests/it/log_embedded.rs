@@ -695,3 +695,41 @@ async fn a_stored_topic_without_partitions_is_refused() {
     assert!(!err.is_retryable());
     assert!(err.to_string().contains("create it again"), "{err}");
 }
+
+/// The writer leaves checkpoints to a thread of the log's own, yet the WAL
+/// stays bounded: a process appending far more than fits in it keeps a
+/// WAL smaller than what it appended (it starts over past 32 MiB).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn appends_keep_the_wal_small_while_a_thread_checkpoints_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let log = EmbeddedLog::open(dir.path()).expect("open");
+    let topic = log.ensure_topic("s", "t", 2).await.expect("ensure_topic");
+    const BATCHES: usize = 48;
+    for batch in 0..BATCHES {
+        // 1 MiB a batch: 100 records of 10 KiB.
+        let records = (0..100)
+            .map(|n| record(vec![(batch + n) as u8; 10 * 1024]))
+            .collect();
+        log.append(&topic, (batch % 2) as u32, records)
+            .await
+            .expect("append");
+    }
+    let wal = std::fs::metadata(dir.path().join("log.sqlite3-wal"))
+        .expect("the WAL file")
+        .len();
+    assert!(
+        wal < 40 << 20,
+        "the WAL grew to {wal} bytes for {BATCHES} MiB appended: it never started over"
+    );
+    for partition in 0..2 {
+        let last = log
+            .last_offset(&topic, partition)
+            .await
+            .expect("last offset");
+        assert_eq!(
+            last,
+            Some((BATCHES as u64 / 2) * 100 - 1),
+            "partition {partition}"
+        );
+    }
+}

@@ -7,6 +7,7 @@
 //! says why and passes without checking anything.
 
 use crate::support::iggy as iggy_support;
+use bytes::Bytes;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -46,7 +47,7 @@ async fn plain_client(server: &IggyTestLog) -> IggyClient {
 fn record(payload: &[u8]) -> OutgoingRecord {
     OutgoingRecord {
         headers: Vec::new(),
-        payload: payload.to_vec(),
+        payload: Bytes::copy_from_slice(payload),
     }
 }
 
@@ -159,7 +160,7 @@ async fn topic_ids_are_the_servers_and_headers_are_typed_iggy_headers() {
     ];
     let sent = OutgoingRecord {
         headers: headers.clone(),
-        payload: b"envelope".to_vec(),
+        payload: Bytes::from_static(b"envelope"),
     };
     server
         .log

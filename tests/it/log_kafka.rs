@@ -7,6 +7,7 @@
 //! test says why and passes without checking anything.
 
 use crate::support;
+use bytes::Bytes;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -142,7 +143,7 @@ async fn a_plain_kafka_consumer_sees_the_topic_name_offsets_and_header_bytes() {
                 record("first"),
                 OutgoingRecord {
                     headers,
-                    payload: b"second".to_vec(),
+                    payload: Bytes::from_static(b"second"),
                 },
             ],
         )

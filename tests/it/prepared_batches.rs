@@ -152,7 +152,7 @@ async fn like_commands(fabric: Arc<Fabric>, topology: Topology) {
         let prepared = &expected_records[partition];
         assert_eq!(records.len(), prepared.len(), "partition {partition}");
         for (record, prepared) in records.iter().zip(prepared) {
-            assert_eq!(record.payload.as_ref(), prepared.payload.as_slice());
+            assert_eq!(record.payload, prepared.payload);
             assert_eq!(sorted(&record.headers), sorted(&prepared.headers));
         }
         let direct: Vec<_> = appended_directly[partition]

@@ -3,6 +3,7 @@
 //! runtime's views keep what they need through their snapshots.
 
 use crate::support;
+use bytes::Bytes;
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -22,7 +23,7 @@ const HOUR: Duration = Duration::from_secs(3600);
 fn record(text: &str) -> OutgoingRecord {
     OutgoingRecord {
         headers: Vec::new(),
-        payload: text.as_bytes().to_vec(),
+        payload: Bytes::copy_from_slice(text.as_bytes()),
     }
 }
 

@@ -59,7 +59,7 @@ async fn long_registry(fabric: &Fabric) {
         let batch = (0..1000)
             .map(|_| OutgoingRecord {
                 headers: record.headers.clone(),
-                payload: record.payload.to_vec(),
+                payload: record.payload.clone(),
             })
             .collect();
         fabric
@@ -189,7 +189,7 @@ async fn a_fact_overridden_before_a_snapshot_stays_replayed_after_it() {
             captured.position.partition,
             vec![OutgoingRecord {
                 headers: captured.headers.clone(),
-                payload: captured.payload.to_vec(),
+                payload: captured.payload.clone(),
             }],
         )
         .await

@@ -218,7 +218,7 @@ async fn an_undecodable_record_is_dead_lettered_decode_failed_and_the_worker_goe
                 0,
                 vec![agdx::log::OutgoingRecord {
                     headers: Vec::new(),
-                    payload: garbage.clone(),
+                    payload: garbage.clone().into(),
                 }],
             )
             .await

@@ -245,7 +245,7 @@ async fn a_command_too_large_to_carry_in_a_dead_letter_is_set_aside_without_its_
                 partition,
                 vec![agdx::log::OutgoingRecord {
                     headers: Vec::new(),
-                    payload: garbage,
+                    payload: garbage.into(),
                 }],
             )
             .await

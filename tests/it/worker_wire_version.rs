@@ -41,7 +41,7 @@ async fn a_command_of_another_wire_version_is_dead_lettered_naming_it() {
                 partition,
                 vec![OutgoingRecord {
                     headers,
-                    payload: payload.clone(),
+                    payload: payload.clone().into(),
                 }],
             )
             .await

@@ -30,7 +30,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agdx::wire::AgentId;
-use bytes::Bytes;
 use iggy::prelude::IggyMessage;
 use tokio_util::sync::CancellationToken;
 
@@ -688,7 +687,7 @@ impl Pinger {
         let headers =
             typed_headers(&self.record.headers).map_err(|e| self.client.error("headers", e))?;
         IggyMessage::builder()
-            .payload(Bytes::from(self.record.payload.clone()))
+            .payload(self.record.payload.clone())
             .user_headers(headers)
             .build()
             .map_err(|e| self.client.error("building a message", e))

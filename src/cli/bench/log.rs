@@ -365,7 +365,7 @@ impl Side<'_> {
                         } else {
                             Vec::new()
                         },
-                        payload: payload.clone(),
+                        payload: payload.clone().into(),
                     })
                     .collect(),
             )),

@@ -34,7 +34,6 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use agdx::wire::AgentId;
-use bytes::Bytes;
 use iggy::prelude::IggyMessage;
 use tokio_util::sync::CancellationToken;
 
@@ -439,7 +438,7 @@ fn plain_batch(prepared: &PreparedBatch) -> Result<PlainBatch, BenchError> {
                 .iter()
                 .map(|record| {
                     IggyMessage::builder()
-                        .payload(Bytes::from(record.payload.clone()))
+                        .payload(record.payload.clone())
                         .user_headers(typed_headers(&record.headers).map_err(invalid)?)
                         .build()
                         .map_err(invalid)

@@ -196,7 +196,7 @@ async fn fill(
         let batch = (0..n)
             .map(|_| OutgoingRecord {
                 headers: record.headers.clone(),
-                payload: record.payload.to_vec(),
+                payload: record.payload.clone(),
             })
             .collect();
         log.append(&topology.registry, partition, batch).await?;

@@ -137,6 +137,7 @@ use topics::{BY_ID, BY_NAME, SELECT_TOPIC, ensure_topic, find_topic, topic_row};
 use wake::DirWake;
 use writer::{Encoded, Queue, Write, submit};
 
+mod checkpoint;
 mod codec;
 mod fault;
 mod group;
@@ -194,6 +195,8 @@ struct Core {
     wake: Arc<DirWake>,
     /// When this process last swept for retention, epoch microseconds.
     last_sweep: std::sync::atomic::AtomicI64,
+    /// Copies the writer's WAL into the database, off the commit path.
+    checkpoints: checkpoint::Checkpointer,
 }
 
 /// A topic as stored: its row key and what the port knows of it.
@@ -274,6 +277,8 @@ impl EmbeddedLog {
         std::fs::File::open(&dir)
             .and_then(|d| d.sync_all())
             .map_err(|e| io_failure(format!("cannot sync the log directory {location}"), e))?;
+        checkpoint::install(&writer);
+        let checkpoints = checkpoint::Checkpointer::new(db.clone());
         let writer = Arc::new(Mutex::new(writer));
         let wake = DirWake::for_db(&db);
         wake.add_writer(&writer);
@@ -292,6 +297,7 @@ impl EmbeddedLog {
                 topics: Mutex::default(),
                 found_nothing: Mutex::default(),
                 last_sweep: std::sync::atomic::AtomicI64::new(0),
+                checkpoints,
             }),
         };
         Ok((log, lost))

@@ -35,7 +35,7 @@ pub(super) struct Queued {
 /// A record checked and ready to insert.
 pub(super) struct Encoded {
     pub headers: Vec<u8>,
-    pub payload: Vec<u8>,
+    pub payload: bytes::Bytes,
 }
 
 impl Core {
@@ -64,6 +64,9 @@ impl Core {
     fn commit(&self, queued: Vec<Queued>) {
         let mut conn = lock(&self.writer);
         let committed = commit_writes(&mut conn, queued.iter().flat_map(|q| &q.writes));
+        if committed.is_ok() {
+            self.checkpoints.after_commit(&conn);
+        }
         drop(conn);
         match committed {
             Ok(appended) => {
@@ -235,7 +238,7 @@ fn append_batch(
             offset,
             timestamp,
             record.headers,
-            record.payload,
+            &record.payload[..],
             checksum as i64
         ])?;
     }
@@ -260,7 +263,7 @@ fn handoff(
                 position: row.info.position(part, offset),
                 timestamp_micros: timestamp,
                 headers: codec::decode_headers(&record.headers).ok()?,
-                payload: bytes::Bytes::from(record.payload),
+                payload: record.payload,
             })
         })
         .collect::<Option<Vec<_>>>()?;

@@ -122,7 +122,7 @@ fn decode_headers(mut block: &[u8]) -> Result<Headers, String> {
 pub(crate) fn to_message(record: OutgoingRecord) -> Result<IggyMessage, LogError> {
     let headers = encode_headers(&record.headers);
     let mut message = IggyMessage::builder()
-        .payload(Bytes::from(record.payload))
+        .payload(record.payload)
         .build()
         .map_err(|e| LogError::InvalidInput(format!("Iggy rejects the record: {e}")))?;
     if let Some(block) = headers {
@@ -185,7 +185,7 @@ mod tests {
     fn headers_read_by_the_iggy_map_api() {
         let message = to_message(OutgoingRecord {
             headers: headers(),
-            payload: b"x".to_vec(),
+            payload: Bytes::from_static(b"x"),
         })
         .unwrap();
         let map = message.user_headers_map().unwrap().unwrap();

@@ -404,7 +404,7 @@ impl Log for KafkaLog {
         for (record, headers) in records.iter().zip(headers) {
             let mut outgoing = FutureRecord::<(), _>::to(&name)
                 .partition(p)
-                .payload(&record.payload);
+                .payload(&record.payload[..]);
             if let Some(headers) = headers {
                 outgoing = outgoing.headers(headers);
             }

@@ -5,6 +5,7 @@ use std::num::NonZeroU32;
 use std::time::Duration;
 
 use agdx_wire::{HeaderKind, HeaderValue, Headers};
+use bytes::Bytes;
 
 use super::Subject;
 use crate::log::{
@@ -146,12 +147,12 @@ pub async fn typed_headers_round_trip(Subject { log, stream, .. }: Subject) {
         vec![
             OutgoingRecord {
                 headers: headers.clone(),
-                payload: b"with".to_vec(),
+                payload: Bytes::from_static(b"with"),
             },
             record("without"),
             OutgoingRecord {
                 headers: other.clone(),
-                payload: b"other".to_vec(),
+                payload: Bytes::from_static(b"other"),
             },
         ],
     )

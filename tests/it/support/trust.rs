@@ -85,7 +85,7 @@ pub async fn append_raw(
             partition,
             vec![OutgoingRecord {
                 headers: record_headers(envelope, content_type),
-                payload: envelope.encode(),
+                payload: envelope.encode().into(),
             }],
         )
         .await
