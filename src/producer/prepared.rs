@@ -11,21 +11,16 @@ use super::Sent;
 
 /// Prepared records for `topic` as one batch per partition, in order.
 pub(crate) fn appends(topic: &TopicInfo, prepared: Vec<Prepared>) -> Vec<Append> {
-    let mut batch = PreparedBatch::default();
-    for one in prepared {
-        batch.push(topic, one);
+    let mut by_partition: BTreeMap<u32, Vec<OutgoingRecord>> = BTreeMap::new();
+    for Prepared { sent, record } in prepared {
+        by_partition.entry(sent.partition).or_default().push(record);
     }
-    batch
-        .by_topic
+    by_partition
         .into_iter()
-        .flat_map(|(topic, by_partition)| {
-            by_partition
-                .into_iter()
-                .map(move |(partition, records)| Append {
-                    topic: topic.clone(),
-                    partition,
-                    records,
-                })
+        .map(|(partition, records)| Append {
+            topic: topic.clone(),
+            partition,
+            records,
         })
         .collect()
 }

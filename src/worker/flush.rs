@@ -76,6 +76,14 @@ pub(super) struct Unflushed {
 }
 
 impl Unflushed {
+    /// Room for `records` handled records without growing.
+    pub fn with_capacity(records: usize) -> Self {
+        Self {
+            settled: Vec::with_capacity(records),
+            since: None,
+        }
+    }
+
     /// Adds the next handled record.
     pub fn push(&mut self, settled: Settled) {
         self.since.get_or_insert_with(Instant::now);
@@ -118,7 +126,7 @@ pub(super) async fn flush(
     let producer = &ctx.processor.producer;
     let topology = producer.topology();
     let log = producer.log();
-    let mut replies = Vec::new();
+    let mut replies = Vec::with_capacity(unflushed.settled.len());
     let mut dead_letters = Vec::new();
     let mut dispositions = Vec::with_capacity(unflushed.settled.len());
     for settled in &unflushed.settled {

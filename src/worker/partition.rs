@@ -409,7 +409,7 @@ async fn handle_batch(
     cursor: &mut u64,
     cancel: &CancellationToken,
 ) -> Result<(), BatchError> {
-    let mut unflushed = Unflushed::default();
+    let mut unflushed = Unflushed::with_capacity(handled);
     let cancels = Cancels::among(records);
     for (at, record) in records.iter().enumerate().take(handled) {
         // Stopping (or losing the partition, or a quarantine) ends the batch
