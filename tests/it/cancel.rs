@@ -9,12 +9,12 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
 use agdx::wire::{ErrorCode, IdempotencyKey, TaskState};
-use agdx::worker::{HandlerReply, handler_fn};
+use agdx::worker::{HandlerReply, Worker, WorkerConfig, handler_fn};
 use agdx::{AskError, CommandRequest, ReplyEvent, ReplyWatch};
 
 use crate::support;
 use support::eventually;
-use support::fabric::{ANSWER, Running, agent_id, on_every_fabric};
+use support::fabric::{ANSWER, Running, agent_id, on_every_fabric, quick_config};
 
 /// Sets its flag when dropped: the handler's future was stopped.
 struct Dropped(Arc<AtomicBool>);
@@ -173,6 +173,77 @@ async fn a_command_cancelled_before_it_starts_is_not_run_and_its_key_remembers()
             .expect("an uncancelled command is answered");
         assert!(matches!(answer, agdx::Answer::Response(_)), "{answer:?}");
         assert_eq!(runs.load(Ordering::SeqCst), 2);
+        running.stop().await;
+    })
+    .await;
+}
+
+/// A command at the end of a full poll is handled at the start of the
+/// next one, so the cancel right behind it stops it even when it had not
+/// waited long enough for a read ahead of its own; every other command of
+/// the backlog runs once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_behind_the_last_command_of_a_full_poll_keeps_it_from_running() {
+    on_every_fabric("cancel-boundary", |fabric| async move {
+        let ran = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = ran.clone();
+        let worker = Worker::new(
+            fabric.producer("ledger"),
+            WorkerConfig {
+                poll_batch: 4,
+                ..quick_config(fabric.dir.path().join("state-ledger"))
+            },
+        )
+        .handle(
+            "post",
+            handler_fn(move |request| {
+                let seen = seen.clone();
+                async move {
+                    seen.lock().expect("runs").push(request.body.clone());
+                    Ok(HandlerReply::raw(b"posted".to_vec()))
+                }
+            }),
+        );
+        let requester = fabric.requester("asker");
+        let conversation = agdx::new_conversation_id();
+        let post = |n: usize| {
+            CommandRequest::new("post", format!("c{n}").into_bytes())
+                .to(agent_id("ledger"))
+                .conversation(conversation)
+        };
+        // One partition: c0..c3 at offsets 0..3, c3's cancel at 4, c4..c8
+        // after it. A poll of 4 ends at c3.
+        let mut watches = Vec::new();
+        for n in 0..4 {
+            watches.push(requester.send(post(n)).await.expect("send"));
+        }
+        watches[3].cancel().await.expect("cancel c3");
+        for n in 4..9 {
+            watches.push(requester.send(post(n)).await.expect("send"));
+        }
+        let running = Running::start(worker);
+        for (n, watch) in watches.iter_mut().enumerate() {
+            if n == 3 {
+                let (_, error) = cancelled_answer(watch).await;
+                assert_eq!(error.code, ErrorCode::Cancelled, "{error:?}");
+                continue;
+            }
+            match watch.next(ANSWER).await {
+                Ok(ReplyEvent::Response(reply)) => assert_eq!(reply.body, b"posted", "c{n}"),
+                other => panic!("c{n} was not answered: {other:?}"),
+            }
+        }
+        let ran: Vec<String> = ran
+            .lock()
+            .expect("runs")
+            .iter()
+            .map(|body| String::from_utf8_lossy(body).into_owned())
+            .collect();
+        assert_eq!(
+            ran,
+            ["c0", "c1", "c2", "c4", "c5", "c6", "c7", "c8"],
+            "each uncancelled command once, in order, and not the cancelled one"
+        );
         running.stop().await;
     })
     .await;
