@@ -48,11 +48,19 @@ pub(super) async fn partition_loop(
         ctx.member.clone(),
         ctx.config.handover_wait / 4,
     )));
-    let mut from = None;
+    let mut reading = Reading::default();
     let mut failures = 0u32;
     let mut checked = Instant::now();
     loop {
-        match turn(&ctx, (partition, fence), &mut from, &mut checked, &cancel).await {
+        match turn(
+            &ctx,
+            (partition, fence),
+            &mut reading,
+            &mut checked,
+            &cancel,
+        )
+        .await
+        {
             Ok(Turn::Again) => failures = 0,
             Ok(Turn::Stop) => break,
             Ok(Turn::Fenced) => {
@@ -263,12 +271,23 @@ impl TurnError {
     }
 }
 
-/// One poll of the partition and the handling of what it returned. `from`
-/// is the next offset to read, known once the committed offset was read.
+/// Where a partition task reads next.
+#[derive(Default)]
+struct Reading {
+    /// The next offset to poll, known once the committed offset was read.
+    from: Option<u64>,
+    /// The last record of the previous poll, which was full: not handled
+    /// yet, it goes first in the next batch, where the records after it
+    /// tell whether it was cancelled. Polling on after it keeps reads in
+    /// sequence (a Kafka reader goes on with what it fetched).
+    carried: Option<LogRecord>,
+}
+
+/// One poll of the partition and the handling of what it returned.
 async fn turn(
     ctx: &PartitionContext,
     (partition, fence): Held,
-    from: &mut Option<u64>,
+    reading: &mut Reading,
     checked: &mut Instant,
     cancel: &CancellationToken,
 ) -> Result<Turn, TurnError> {
@@ -290,41 +309,59 @@ async fn turn(
             Err(error) => tracing::debug!(%error, partition, "could not read the partition claims"),
         }
     }
-    let next = match *from {
+    let next = match reading.from {
         Some(next) => next,
         None => {
             let committed = log
                 .committed_offset(commands, &ctx.group, partition)
                 .await
                 .map_err(TurnError::Offset)?;
-            *from.insert(committed.map_or(0, |c| c + 1))
+            *reading.from.insert(committed.map_or(0, |c| c + 1))
         }
+    };
+    // A carried record is handled at once should nothing follow it yet.
+    let wait = if reading.carried.is_some() {
+        Duration::ZERO
+    } else {
+        DEFAULT_POLL_WAIT
     };
     let polled = tokio::select! {
         _ = cancel.cancelled() => return Ok(Turn::Stop),
-        polled = log.poll(commands, partition, next, ctx.config.poll_batch, DEFAULT_POLL_WAIT) => polled,
+        polled = log.poll(commands, partition, next, ctx.config.poll_batch, wait) => polled,
     };
-    let mut cursor = next;
+    // Nothing before the carried record is uncommitted.
+    let mut cursor = reading
+        .carried
+        .as_ref()
+        .map_or(next, |carried| carried.position.offset);
+    let mut carry = None;
     let outcome = match polled {
-        Ok(records) if records.is_empty() => return Ok(Turn::Again),
-        Ok(records) => {
+        Ok(polled) if polled.is_empty() && reading.carried.is_none() => return Ok(Turn::Again),
+        Ok(polled) => {
+            // The last record of a full poll is carried to the next one:
+            // there it has records after it to look for its cancel among,
+            // instead of a read of its own.
+            let full = polled.len() >= ctx.config.poll_batch as usize;
+            let mut records = Vec::with_capacity(polled.len() + 1);
+            records.extend(reading.carried.take());
+            records.extend(polled);
+            let handled = records.len() - usize::from(full && records.len() > 1);
+            if handled < records.len() {
+                carry = records.last().cloned();
+            }
             let Ok(_permit) = ctx.permits.clone().acquire_owned().await else {
                 return Ok(Turn::Stop);
             };
             if let Some(store) = &processor.store {
                 let now = processor.clock.now_micros();
                 for replies in keyed_reply_partitions(&records, &producer.topology().responses) {
-                    store
-                        .catch_up(replies, &processor.agent, now)
-                        .await
-                        .map_err(TurnError::CatchUp)?;
+                    if let Err(error) = store.catch_up(replies, &processor.agent, now).await {
+                        // Read again from the first record not handled.
+                        reading.from = Some(cursor);
+                        return Err(TurnError::CatchUp(error));
+                    }
                 }
             }
-            // The last record of a full poll is left for the next one,
-            // which starts at it: there it has records after it to look
-            // for its cancel among, instead of a read of its own.
-            let full = records.len() > 1 && records.len() >= ctx.config.poll_batch as usize;
-            let handled = records.len() - usize::from(full);
             handle_batch(
                 ctx,
                 (partition, fence),
@@ -333,6 +370,13 @@ async fn turn(
                 cancel,
             )
             .await
+        }
+        Err(LogError::Corrupt(_)) if reading.carried.is_some() => {
+            // Damage right after a carried record: the record first, alone
+            // (committed before anything past it); the next poll, from
+            // after it, meets the damage again.
+            let carried: Vec<LogRecord> = reading.carried.take().into_iter().collect();
+            handle_batch(ctx, (partition, fence), (&carried, 1), &mut cursor, cancel).await
         }
         Err(LogError::Corrupt(damage)) => {
             // Unreadable records never surface; set them aside as one dead
@@ -368,8 +412,16 @@ async fn turn(
         }
         Err(error) => return Err(TurnError::Poll(error)),
     };
-    // Whatever was committed is behind us, even when a later flush failed.
-    *from = Some(cursor);
+    // Whatever was committed is behind us, even when a later flush failed;
+    // the poll goes on after a carried record only when all before it were.
+    reading.from = Some(match carry {
+        Some(record) if outcome.is_ok() && cursor == record.position.offset => {
+            let after = cursor + 1;
+            reading.carried = Some(record);
+            after
+        }
+        _ => cursor,
+    });
     match outcome {
         Ok(()) if cancel.is_cancelled() => Ok(Turn::Stop),
         Ok(()) => Ok(Turn::Again),

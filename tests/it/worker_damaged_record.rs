@@ -23,14 +23,15 @@ use support::embedded::damage_payload;
 use support::eventually;
 use support::fabric::{Fabric, Running, agent_id, echoed, embedded_fabric, fabrics};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_damaged_command_is_dead_lettered_and_the_commands_around_it_are_answered() {
-    let fabric = embedded_fabric("damaged").await;
-    let commands = &fabric.topology.commands;
+/// Sends a `hello` to `echo` with each of `bodies`, all in one
+/// conversation, so they land in one partition, in order; the requester
+/// is returned with the watches, which hear replies while it lives.
+async fn send_in_order(
+    fabric: &Fabric,
+    bodies: &[&[u8]],
+) -> (agdx::Requester, Vec<agdx::ReplyWatch>) {
     let requester = fabric.requester("asker");
-    // One conversation, so the three land in one partition, in order.
     let conversation = agdx::new_conversation_id();
-    let bodies: [&[u8]; 3] = [b"first", b"second", b"third"];
     let mut watches = Vec::new();
     for body in bodies {
         let request = CommandRequest::new("hello", body.to_vec())
@@ -38,6 +39,29 @@ async fn a_damaged_command_is_dead_lettered_and_the_commands_around_it_are_answe
             .conversation(conversation);
         watches.push(requester.send(request).await.expect("send"));
     }
+    (requester, watches)
+}
+
+/// Waits for the echo worker's commit on `partition` to reach `offset`
+/// (the worker's group is its agent's name).
+async fn committed_through(fabric: &Fabric, partition: u32, offset: u64) {
+    eventually("the commit to reach the last command", || async {
+        let committed = fabric
+            .log
+            .committed_offset(&fabric.topology.commands, "echo", partition)
+            .await
+            .expect("committed_offset");
+        (committed == Some(offset)).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_command_is_dead_lettered_and_the_commands_around_it_are_answered() {
+    let fabric = embedded_fabric("damaged").await;
+    let commands = &fabric.topology.commands;
+    let bodies: [&[u8]; 3] = [b"first", b"second", b"third"];
+    let (_requester, mut watches) = send_in_order(&fabric, &bodies).await;
     let partition = watches[0].sent().partition;
     for (offset, body) in bodies.iter().enumerate() {
         let command = fabric.command_at(partition, offset as u64).await;
@@ -78,16 +102,7 @@ async fn a_damaged_command_is_dead_lettered_and_the_commands_around_it_are_answe
         Some(commands.position(partition, 2))
     );
 
-    // The worker's group is its agent's name.
-    eventually("the commit to reach the third command", || async {
-        let committed = fabric
-            .log
-            .committed_offset(commands, "echo", partition)
-            .await
-            .expect("committed_offset");
-        (committed == Some(2)).then_some(())
-    })
-    .await;
+    committed_through(&fabric, partition, 2).await;
 
     let dead_letters = fabric.dead_letters().await;
     assert_eq!(dead_letters.len(), 1, "one damaged record, one dead letter");
@@ -112,6 +127,54 @@ async fn a_damaged_command_is_dead_lettered_and_the_commands_around_it_are_answe
     assert_eq!(stats.handled.load(Ordering::SeqCst), 2);
     assert_eq!(stats.dead_lettered.load(Ordering::SeqCst), 1);
     assert_eq!(stats.committed_records.load(Ordering::SeqCst), 3);
+}
+
+/// Damage right after a full poll: the last command of that poll, carried
+/// over to be handled with what follows it, is answered before the damaged
+/// record is dead-lettered and stepped over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn damage_right_after_a_full_poll_leaves_its_last_command_answered() {
+    let fabric = embedded_fabric("damaged-boundary").await;
+    let commands = &fabric.topology.commands;
+    let bodies: [&[u8]; 4] = [b"c0", b"c1", b"c2", b"c3"];
+    let (_requester, mut watches) = send_in_order(&fabric, &bodies).await;
+    let partition = watches[0].sent().partition;
+    damage_payload(&fabric.dir.path().join("log"), commands, partition, 2);
+
+    // Polls of 2: c0 and c1, c1 carried; then the damage at offset 2.
+    let worker = agdx::worker::Worker::new(
+        fabric.producer("echo"),
+        agdx::worker::WorkerConfig {
+            poll_batch: 2,
+            ..support::fabric::quick_config(fabric.dir.path().join("state-echo"))
+        },
+    )
+    .handle("hello", EchoHandler);
+    let stats = worker.stats();
+    let running = Running::start(worker);
+    let mut answered_at = Vec::new();
+    for n in [0, 1, 3] {
+        let reply = echoed(&mut watches[n], bodies[n]).await;
+        assert_eq!(
+            reply.envelope.cause_at,
+            Some(commands.position(partition, n as u64))
+        );
+        answered_at.push(reply.timestamp_micros);
+    }
+    committed_through(&fabric, partition, 3).await;
+    let dead_letters = fabric.dead_letters().await;
+    assert_eq!(dead_letters.len(), 1, "{dead_letters:?}");
+    assert_eq!(dead_letters[0].source, commands.position(partition, 2));
+    // c1 was published (and committed) before the commit past the damage.
+    let set_aside = fabric.records(&fabric.topology.dlq).await[0].timestamp_micros;
+    assert!(
+        answered_at[1] <= set_aside,
+        "c1 answered at {} after the damage was set aside at {set_aside}",
+        answered_at[1]
+    );
+    running.stop().await;
+    assert_eq!(stats.handled.load(Ordering::SeqCst), 3);
+    assert_eq!(stats.dead_lettered.load(Ordering::SeqCst), 1);
 }
 
 /// Sends `payload` to `partition` of the commands topic as another Iggy
