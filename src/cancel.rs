@@ -8,8 +8,8 @@
 //!
 //! A worker handles a partition in order, so a cancel is behind the
 //! command it names. Before a command runs, the worker looks for its cancel
-//! among the records it polled with it (the last of a full poll waits for
-//! the next poll, which starts at it; the last of a poll that reached the
+//! among the records it polled with it (the last of a full poll is carried
+//! into the next poll's batch; the last of a poll that reached the
 //! partition's end is looked past with a read of its own): a command
 //! cancelled that early is not run. While a handler runs longer than
 //! [`LOOKAHEAD_AFTER`], the worker reads on past it, and a cancel found
