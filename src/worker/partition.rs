@@ -346,9 +346,6 @@ async fn turn(
             records.extend(reading.carried.take());
             records.extend(polled);
             let handled = records.len() - usize::from(full && records.len() > 1);
-            if handled < records.len() {
-                carry = records.last().cloned();
-            }
             let Ok(_permit) = ctx.permits.clone().acquire_owned().await else {
                 return Ok(Turn::Stop);
             };
@@ -362,14 +359,18 @@ async fn turn(
                     }
                 }
             }
-            handle_batch(
+            let outcome = handle_batch(
                 ctx,
                 (partition, fence),
                 (&records, handled),
                 &mut cursor,
                 cancel,
             )
-            .await
+            .await;
+            if handled < records.len() {
+                carry = records.pop();
+            }
+            outcome
         }
         Err(LogError::Corrupt(_)) if reading.carried.is_some() => {
             // Damage right after a carried record: the record first, alone
