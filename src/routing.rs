@@ -30,7 +30,7 @@ pub fn partition_for_key(key: &[u8], partitions: NonZeroU32) -> u32 {
 
 /// The partition of `topic` that records of `conversation` land in.
 pub fn partition_of(topic: &TopicInfo, conversation: ConversationId) -> u32 {
-    partition_for_key(conversation.to_string().as_bytes(), topic.partitions)
+    partition_for_key(&conversation.to_text(), topic.partitions)
 }
 
 /// The conversation of a command carrying idempotency key `key` from
@@ -118,5 +118,30 @@ mod tests {
             ),
             2
         );
+    }
+
+    /// A conversation's partition is that of its 26-character text form,
+    /// as the reference computes it.
+    #[test]
+    fn partition_of_hashes_the_conversation_text() {
+        let topic = |partitions| TopicInfo {
+            stream: "agdx".into(),
+            topic: "agent.commands".into(),
+            stream_id: 1,
+            topic_id: 1,
+            partitions: NonZeroU32::new(partitions).expect("not 0"),
+        };
+        for text in ["01J0Y1ZAG00000000000000002", "01HZX3V5M8Q4R7T2W9YBCDEFGH"] {
+            let conversation: ConversationId = text.parse().expect("a valid id");
+            for partitions in [1, 3, 8, 1000] {
+                assert_eq!(
+                    partition_of(&topic(partitions), conversation),
+                    partition_for_key(text.as_bytes(), topic(partitions).partitions),
+                    "{text}, {partitions} partitions"
+                );
+            }
+        }
+        let conversation: ConversationId = "01J0Y1ZAG00000000000000002".parse().expect("valid");
+        assert_eq!(partition_of(&topic(8), conversation), 1);
     }
 }

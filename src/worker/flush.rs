@@ -123,35 +123,31 @@ pub(super) async fn flush(
     let Some(last_offset) = unflushed.settled.last().map(|s| s.position.offset) else {
         return Ok(());
     };
-    let producer = &ctx.processor.producer;
-    let topology = producer.topology();
-    let log = producer.log();
-    let mut replies = Vec::with_capacity(unflushed.settled.len());
-    let mut dead_letters = Vec::new();
-    let mut dispositions = Vec::with_capacity(unflushed.settled.len());
-    for settled in &unflushed.settled {
-        let ready = retrying(cancel, "preparing replies", || ready(ctx, fence, settled)).await?;
-        replies.extend(ready.replies);
-        dead_letters.extend(ready.dead_letter);
-        dispositions.push(ready.disposition);
-    }
-    let mut appends = crate::producer::appends(&topology.responses, replies);
-    appends.extend(dead_letter_appends(&topology.dlq, dead_letters));
+    let log = ctx.processor.producer.log();
+    let (appends, dispositions) = appends_of(ctx, fence, &unflushed, cancel).await?;
     let commit = OffsetCommit {
         topic: ctx.commands.clone(),
         group: ctx.group.clone(),
         partition,
         offset: last_offset,
     };
-    retrying(cancel, "publishing replies and committing", || async {
-        // Checked last, right before writing: a stale holder's replies and
-        // commit never reach the log once the newer claim is there.
-        if ctx.processor.fences.is_stale(fence).await? {
-            return Err(BatchError::Fenced);
+    // The first attempt sends the batch built above; a retry builds it again
+    // (the same records) rather than every flush paying for a copy.
+    let mut built = Some(appends);
+    retrying(cancel, "publishing replies and committing", || {
+        let built = built.take();
+        async {
+            // Checked last, right before writing: a stale holder's replies
+            // and commit never reach the log once the newer claim is there.
+            if ctx.processor.fences.is_stale(fence).await? {
+                return Err(BatchError::Fenced);
+            }
+            let appends = match built {
+                Some(appends) => appends,
+                None => appends_of(ctx, fence, &unflushed, cancel).await?.0,
+            };
+            Ok(log.append_and_commit(appends, commit.clone()).await?)
         }
-        Ok(log
-            .append_and_commit(appends.clone(), commit.clone())
-            .await?)
     })
     .await?;
     let stats = &ctx.stats;
@@ -164,6 +160,29 @@ pub(super) async fn flush(
     }
     *cursor = last_offset + 1;
     Ok(())
+}
+
+/// The appends carrying the replies and dead letters of `unflushed`, and
+/// the disposition of each of its records.
+async fn appends_of(
+    ctx: &PartitionContext,
+    fence: u64,
+    unflushed: &Unflushed,
+    cancel: &CancellationToken,
+) -> Result<(Vec<Append>, Vec<Disposition>), BatchError> {
+    let topology = ctx.processor.producer.topology();
+    let mut replies = Vec::with_capacity(unflushed.settled.len());
+    let mut dead_letters = Vec::new();
+    let mut dispositions = Vec::with_capacity(unflushed.settled.len());
+    for settled in &unflushed.settled {
+        let ready = retrying(cancel, "preparing replies", || ready(ctx, fence, settled)).await?;
+        replies.extend(ready.replies);
+        dead_letters.extend(ready.dead_letter);
+        dispositions.push(ready.disposition);
+    }
+    let mut appends = crate::producer::appends(&topology.responses, replies);
+    appends.extend(dead_letter_appends(&topology.dlq, dead_letters));
+    Ok((appends, dispositions))
 }
 
 /// Runs `op` until it passes, fails for good, or `cancel` fires while it

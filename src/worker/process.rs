@@ -488,7 +488,8 @@ impl Processor {
             }
             Ok(reply) => {
                 // 9. the reply (published by the pool, which then commits: step 10)
-                let mut replies = Vec::new();
+                // At most the response and a `completed` status.
+                let mut replies = Vec::with_capacity(2);
                 match (reply, &reply_to) {
                     (
                         HandlerReply::Body {

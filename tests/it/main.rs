@@ -85,6 +85,7 @@ mod worker_exec_processes;
 mod worker_exec_stream;
 mod worker_failover;
 mod worker_failures;
+mod worker_flush_retry;
 mod worker_metrics;
 mod worker_shutdown;
 mod worker_slow_handler;

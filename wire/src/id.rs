@@ -120,6 +120,13 @@ macro_rules! ids {
                 Ok(Self(u128::from_be_bytes(b)))
             }
 
+            /// The text form (what [`Display`](fmt::Display) writes: 26
+            /// characters of Crockford base32) as ASCII bytes, without
+            /// allocating.
+            pub fn to_text(self) -> [u8; ID_TEXT_LEN] {
+                encode_base32(self.0)
+            }
+
             pub(crate) fn read(r: &mut Reader<'_>, field: &'static str) -> Result<Self, DecodeError> {
                 let b = r.bytes(field)?;
                 Self::from_bytes(b).map_err(|e| DecodeError::BadId { field, len: e.0 })
@@ -132,7 +139,7 @@ macro_rules! ids {
 
         impl fmt::Display for $name {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                let text = encode_base32(self.0);
+                let text = self.to_text();
                 // The alphabet is ASCII, so the bytes are always UTF-8.
                 f.write_str(std::str::from_utf8(&text).map_err(|_| fmt::Error)?)
             }
