@@ -285,7 +285,8 @@ struct Waiter {
 /// The reply readers, one per partition while someone waits there.
 type Readers = Mutex<HashMap<u32, JoinHandle<()>>>;
 
-/// Sends commands and waits for their replies.
+/// Sends commands and waits for their replies. A [`ReplyWatch`] it
+/// returns hears its replies also after the requester is dropped.
 pub struct Requester {
     producer: Producer,
     clock: SharedClock,
@@ -299,12 +300,17 @@ pub struct Requester {
 
 impl Drop for Requester {
     fn drop(&mut self) {
-        // A reader busy deciding whether to stop holds the lock; it stops
-        // by itself once its waiters are gone.
+        // A reader a watch still waits on goes on for it, as one busy
+        // deciding whether to stop (holding the lock) does: each stops by
+        // itself once its waiters are gone. The others stop now.
         if let Ok(mut readers) = self.readers.try_lock() {
-            for (_, reader) in readers.drain() {
-                reader.abort();
-            }
+            readers.retain(|&partition, reader| {
+                let serving = waits_on(&self.waiters, partition);
+                if !serving {
+                    reader.abort();
+                }
+                serving
+            });
         }
     }
 }
@@ -556,7 +562,9 @@ impl Requester {
     /// Stops reading replies and waits until the readers are gone, so that
     /// nothing of this requester is still asking the log when the log is
     /// closed (a program about to exit calls it last). Dropping the
-    /// requester stops the readers too, without waiting for them.
+    /// requester stops the readers too, without waiting for them, except
+    /// those a [`ReplyWatch`] still waits on: a watch outlives its
+    /// requester, and its reader stops once the watch is dropped.
     pub async fn close(self) {
         let readers: Vec<_> = self.readers.lock().await.drain().map(|(_, r)| r).collect();
         for reader in &readers {

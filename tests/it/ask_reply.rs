@@ -59,6 +59,25 @@ async fn an_ask_gets_the_workers_response_addressed_back_to_the_asker() {
     .await;
 }
 
+/// A watch outlives the requester that sent its command: dropping the
+/// requester stops only the readers nobody waits on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_hears_its_reply_after_its_requester_is_dropped() {
+    on_every_fabric("watch-outlives", |fabric| async move {
+        let requester = fabric.requester("asker");
+        let request = CommandRequest::new("hello", b"still here".to_vec()).to(agent_id("echo"));
+        let mut watch = requester.send(request).await.expect("send");
+        drop(requester);
+        let worker = Running::start(fabric.worker("echo").handle("hello", EchoHandler));
+        match watch.next(ANSWER).await {
+            Ok(ReplyEvent::Response(reply)) => assert_eq!(reply.body, b"still here"),
+            other => panic!("expected the response, got {other:?}"),
+        }
+        worker.stop().await;
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_streaming_handler_reaches_the_asker_chunk_by_chunk() {
     on_every_fabric("stream", |fabric| async move {
