@@ -404,6 +404,18 @@ fn percentile(latencies: &[std::time::Duration], fraction: f64) -> std::time::Du
     latencies.get(index).copied().unwrap_or_default()
 }
 
+/// What SQLite itself holds allocated in this process, in bytes: the
+/// share of resident memory that is SQLite's (caches, statements) rather
+/// than memory an allocator keeps after SQLite frees it.
+fn sqlite_bytes() -> i64 {
+    // SAFETY: `sqlite3_memory_used` only reads SQLite's counter, under its
+    // own mutex, and may be called at any time from any thread.
+    #[allow(unsafe_code)]
+    unsafe {
+        rusqlite::ffi::sqlite3_memory_used()
+    }
+}
+
 /// The process's resident memory (`VmRSS`), in KiB.
 fn rss_kib() -> Option<i64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;

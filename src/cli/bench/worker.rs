@@ -35,7 +35,7 @@ use tokio_util::sync::CancellationToken;
 use super::plain::{PlainClient, PlainIggyTarget};
 use super::plain_kafka::{brokers_of, plain_kafka};
 use super::plain_local::{COMMANDS, PlainSqlite, REPLIES};
-use super::{BenchError, Spent, Stopwatch, rss_kib};
+use super::{BenchError, Spent, Stopwatch, rss_kib, sqlite_bytes};
 
 /// What to run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -101,9 +101,27 @@ pub struct WorkerBenchReport {
     pub plain: Option<String>,
     /// Each pool size.
     pub runs: Vec<WorkerRun>,
-    /// Resident memory (KiB) after [`EARLY_RSS_AT`] commands and at the end
-    /// of the first run.
-    pub rss_kib: Option<(i64, i64)>,
+    /// The memory after [`EARLY_RSS_AT`] commands and at the end of the
+    /// first run.
+    pub memory: Option<(Memory, Memory)>,
+}
+
+/// A reading of the process's memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Memory {
+    /// Resident memory, KiB.
+    pub rss_kib: i64,
+    /// What SQLite holds allocated, bytes.
+    pub sqlite_bytes: i64,
+}
+
+impl Memory {
+    fn now() -> Option<Self> {
+        Some(Self {
+            rss_kib: rss_kib()?,
+            sqlite_bytes: sqlite_bytes(),
+        })
+    }
 }
 
 fn per_sec(commands: u64, elapsed: Duration) -> f64 {
@@ -148,14 +166,16 @@ impl fmt::Display for WorkerBenchReport {
                 _ => writeln!(f, "; no plain baseline on this log")?,
             }
         }
-        if let Some((early, end)) = self.rss_kib {
+        if let Some((early, end)) = self.memory {
             writeln!(
                 f,
-                "  resident memory: {:.1} MiB after {EARLY_RSS_AT} commands, {:.1} MiB after {} ({:.2}x)",
-                early as f64 / 1024.0,
-                end as f64 / 1024.0,
+                "  resident memory: {:.1} MiB after {EARLY_RSS_AT} commands, {:.1} MiB after {} ({:.2}x); SQLite's own allocations {:.1} MiB, then {:.1} MiB",
+                early.rss_kib as f64 / 1024.0,
+                end.rss_kib as f64 / 1024.0,
                 o.commands,
-                end as f64 / early.max(1) as f64
+                end.rss_kib as f64 / early.rss_kib.max(1) as f64,
+                early.sqlite_bytes as f64 / (1 << 20) as f64,
+                end.sqlite_bytes as f64 / (1 << 20) as f64,
             )?;
         }
         Ok(())
@@ -174,7 +194,7 @@ pub async fn run_worker_bench(
         ));
     }
     let mut runs = Vec::new();
-    let mut rss_kib = None;
+    let mut memory = None;
     for (n, &members) in options.members.iter().enumerate() {
         let topology = TopologyConfig::new(super::fresh_stream("worker"))
             .with_partitions(options.partitions)
@@ -223,8 +243,8 @@ pub async fn run_worker_bench(
                 plain_time,
             )
         };
-        if let Some(rss) = ours.1 {
-            rss_kib = Some(rss);
+        if let Some(readings) = ours.1 {
+            memory = Some(readings);
         }
         runs.push(WorkerRun {
             members,
@@ -244,7 +264,7 @@ pub async fn run_worker_bench(
         }),
         options,
         runs,
-        rss_kib,
+        memory,
     })
 }
 
@@ -282,7 +302,7 @@ async fn pool(
     members: usize,
     commands: u64,
     measure_rss: bool,
-) -> Result<(Spent, Option<(i64, i64)>), BenchError> {
+) -> Result<(Spent, Option<(Memory, Memory)>), BenchError> {
     let shutdown = CancellationToken::new();
     let mut stats: Vec<Arc<WorkerStats>> = Vec::new();
     let mut tasks = Vec::new();
@@ -317,12 +337,12 @@ async fn pool(
             )));
         }
         if measure_rss && early.is_none() && committed() >= EARLY_RSS_AT.min(commands) {
-            early = rss_kib();
+            early = Memory::now();
         }
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     let spent = stopwatch.stop();
-    let end = rss_kib();
+    let end = Memory::now();
     shutdown.cancel();
     for task in tasks {
         task.await
@@ -495,7 +515,16 @@ mod tests {
                     cpu: None,
                 }),
             }],
-            rss_kib: Some((10 * 1024, 11 * 1024)),
+            memory: Some((
+                Memory {
+                    rss_kib: 10 * 1024,
+                    sqlite_bytes: 3 << 20,
+                },
+                Memory {
+                    rss_kib: 11 * 1024,
+                    sqlite_bytes: 2 << 20,
+                },
+            )),
         };
         let text = report.to_string();
         assert!(
@@ -507,7 +536,7 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("10.0 MiB after 10000 commands, 11.0 MiB after 1000 (1.10x)"),
+            text.contains("10.0 MiB after 10000 commands, 11.0 MiB after 1000 (1.10x); SQLite's own allocations 3.0 MiB, then 2.0 MiB"),
             "{text}"
         );
     }
