@@ -18,6 +18,7 @@ mod cli;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    cap_malloc_arenas();
     let directives = std::env::var("AGDX_LOG_LEVEL")
         .ok()
         .filter(|d| EnvFilter::try_new(d).is_ok())
@@ -39,3 +40,23 @@ fn main() -> ExitCode {
     });
     cli::parse_and_run()
 }
+
+/// Caps glibc's malloc arenas at two, unless `MALLOC_ARENA_MAX` says
+/// otherwise. SQLite allocates with the C library's `malloc`, not the Rust
+/// allocator above, and glibc gives each thread that does an arena of its
+/// own, keeping what SQLite frees there: the embedded log runs SQLite on
+/// Tokio's blocking threads, which Tokio starts as load comes.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn cap_malloc_arenas() {
+    if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
+        // SAFETY: `mallopt` only sets a parameter of the allocator; this
+        // runs first in `main`, before any other thread exists.
+        #[allow(unsafe_code)]
+        unsafe {
+            libc::mallopt(libc::M_ARENA_MAX, 2);
+        }
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn cap_malloc_arenas() {}

@@ -207,6 +207,12 @@ fn busy_wait_leases(attempt: i32) -> bool {
     true
 }
 
+/// Each connection's page cache, in KiB (SQLite's negative `cache_size`).
+/// SQLite's default of 2 MiB filled slowly as a log grew, a worker's
+/// memory with it; a reader's cache is emptied by every commit of another
+/// connection anyway, and the writer's hot pages fit in 1 MiB.
+const CACHE_KIB: i64 = -1024;
+
 /// Opens a connection to the database file `db` (which must exist unless
 /// `create` is set) with the settings every connection shares.
 pub(super) fn connect(
@@ -226,6 +232,7 @@ pub(super) fn connect(
     };
     conn.busy_handler(Some(wait))?;
     conn.pragma_update(None, "synchronous", synchronous)?;
+    conn.pragma_update(None, "cache_size", CACHE_KIB)?;
     conn.set_prepared_statement_cache_capacity(32);
     Ok(conn)
 }
@@ -327,4 +334,28 @@ fn incompatible(location: &str, reason: String) -> Fault {
         location: location.to_owned(),
         reason,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every connection of the log keeps its page cache to `CACHE_KIB`,
+    /// so a worker's memory does not grow with the log.
+    #[test]
+    fn connections_cap_their_page_cache() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let db = dir.path().join("log.sqlite3");
+        for (durability, create) in [
+            (Durability::Full, true),
+            (Durability::Leases, false),
+            (Durability::Marks, false),
+        ] {
+            let conn = connect(&db, durability, create).expect("a connection");
+            let cache: i64 = conn
+                .pragma_query_value(None, "cache_size", |row| row.get(0))
+                .expect("the cache size");
+            assert_eq!(cache, CACHE_KIB);
+        }
+    }
 }
