@@ -59,18 +59,29 @@ pub(crate) struct Cancels {
 impl Cancels {
     /// The cancels among `records` (undecodable records cancel nothing).
     pub(crate) fn among(records: &[LogRecord]) -> Self {
+        let envelopes: Vec<_> = records
+            .iter()
+            .filter_map(|record| Some((record.position.offset, envelope_of(record).ok()?)))
+            .collect();
+        Self::of(
+            envelopes
+                .iter()
+                .map(|(offset, envelope)| (*offset, envelope)),
+        )
+    }
+
+    /// The cancels among envelopes already decoded, each with its record's
+    /// offset.
+    pub(crate) fn of<'a>(envelopes: impl IntoIterator<Item = (u64, &'a AgentEnvelope)>) -> Self {
         let mut newest = HashMap::new();
-        for record in records {
-            let Ok(envelope) = envelope_of(record) else {
-                continue;
-            };
+        for (at, envelope) in envelopes {
             if let Some(correlation) = envelope.correlation
-                && is_cancel_of(&envelope, correlation, &envelope.source)
+                && is_cancel_of(envelope, correlation, &envelope.source)
             {
                 let offset = newest
-                    .entry((correlation, envelope.source))
-                    .or_insert(record.position.offset);
-                *offset = (*offset).max(record.position.offset);
+                    .entry((correlation, envelope.source.clone()))
+                    .or_insert(at);
+                *offset = (*offset).max(at);
             }
         }
         Self { newest }

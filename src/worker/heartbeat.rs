@@ -45,6 +45,8 @@ impl Heartbeat<'_> {
         tokio::pin!(work, limit);
         loop {
             tokio::select! {
+                // The work first: a handler done at once registers no timer.
+                biased;
                 done = &mut work => return done,
                 _ = &mut limit => {
                     let limit = self.limit.unwrap_or_default();

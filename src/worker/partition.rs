@@ -17,11 +17,14 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::AbortOnDropHandle;
 
+use agdx_wire::AgentEnvelope;
+
 use crate::cancel::Cancels;
 use crate::fence::{FenceError, Fences, Handover, Standing};
 
 use crate::idempotency::StoreError;
 use crate::log::{DEFAULT_POLL_WAIT, LogError, LogRecord, TopicInfo};
+use crate::record::{RecordError, envelope_of};
 use crate::routing::partition_of;
 
 use super::context::PartitionContext;
@@ -30,6 +33,9 @@ use super::process::{Disposition, Later, Outcome, ProcessError};
 
 /// A partition and the fence token its task holds it under.
 pub(super) type Held = (u32, u64);
+
+/// A record's envelope, or why it could not be read.
+type Decoded = Result<AgentEnvelope, RecordError>;
 
 /// Takes one partition over from its previous holder, then reads it in
 /// order until cancelled, until a newer holder claims it, or until another
@@ -349,9 +355,10 @@ async fn turn(
             let Ok(_permit) = ctx.permits.clone().acquire_owned().await else {
                 return Ok(Turn::Stop);
             };
+            let envelopes = decode(&records);
             if let Some(store) = &processor.store {
                 let now = processor.clock.now_micros();
-                for replies in keyed_reply_partitions(&records, &producer.topology().responses) {
+                for replies in keyed_reply_partitions(&envelopes, &producer.topology().responses) {
                     if let Err(error) = store.catch_up(replies, &processor.agent, now).await {
                         // Read again from the first record not handled.
                         reading.from = Some(cursor);
@@ -362,7 +369,7 @@ async fn turn(
             let outcome = handle_batch(
                 ctx,
                 (partition, fence),
-                (&records, handled),
+                (&records, envelopes, handled),
                 &mut cursor,
                 cancel,
             )
@@ -377,7 +384,15 @@ async fn turn(
             // (committed before anything past it); the next poll, from
             // after it, meets the damage again.
             let carried: Vec<LogRecord> = reading.carried.take().into_iter().collect();
-            handle_batch(ctx, (partition, fence), (&carried, 1), &mut cursor, cancel).await
+            let envelopes = decode(&carried);
+            handle_batch(
+                ctx,
+                (partition, fence),
+                (&carried, envelopes, 1),
+                &mut cursor,
+                cancel,
+            )
+            .await
         }
         Err(LogError::Corrupt(damage)) => {
             // Unreadable records never surface; set them aside as one dead
@@ -439,32 +454,46 @@ async fn turn(
     }
 }
 
+/// The envelope of each of `records`, decoded and validated once for all
+/// that a batch needs it for: its keys, its cancels, its handling.
+fn decode(records: &[LogRecord]) -> Vec<Decoded> {
+    records.iter().map(envelope_of).collect()
+}
+
 /// The partitions of `responses` where the replies to the keyed records
-/// among `records` go (their conversations' partitions): those a catch-up
+/// among `envelopes` go (their conversations' partitions): those a catch-up
 /// must read before the records are handled. Undecodable records have no
 /// key; they are dead-lettered without looking at keys.
-fn keyed_reply_partitions(records: &[LogRecord], responses: &TopicInfo) -> BTreeSet<u32> {
-    records
+fn keyed_reply_partitions(envelopes: &[Decoded], responses: &TopicInfo) -> BTreeSet<u32> {
+    envelopes
         .iter()
-        .filter_map(|record| crate::record::envelope_of(record).ok())
+        .filter_map(|envelope| envelope.as_ref().ok())
         .filter(|envelope| envelope.idempotency_key.is_some())
         .map(|envelope| partition_of(responses, envelope.conversation))
         .collect()
 }
 
-/// Handles the first `handled` of `records` in order (those after them
-/// only tell of cancels), publishing and committing in flushes, until
-/// `cancel` says to stop.
+/// Handles the first `handled` of `records` (whose `envelopes` these are)
+/// in order (those after them only tell of cancels), publishing and
+/// committing in flushes, until `cancel` says to stop.
 async fn handle_batch(
     ctx: &PartitionContext,
     held: Held,
-    (records, handled): (&[LogRecord], usize),
+    (records, envelopes, handled): (&[LogRecord], Vec<Decoded>, usize),
     cursor: &mut u64,
     cancel: &CancellationToken,
 ) -> Result<(), BatchError> {
     let mut unflushed = Unflushed::with_capacity(handled);
-    let cancels = Cancels::among(records);
-    for (at, record) in records.iter().enumerate().take(handled) {
+    let cancels = Cancels::of(
+        records
+            .iter()
+            .zip(&envelopes)
+            .filter_map(|(record, envelope)| {
+                Some((record.position.offset, envelope.as_ref().ok()?))
+            }),
+    );
+    let batch = records.iter().zip(envelopes).enumerate().take(handled);
+    for (at, (record, envelope)) in batch {
         // Stopping (or losing the partition, or a quarantine) ends the batch
         // after the record in hand; the rest stays uncommitted for whoever
         // reads next.
@@ -475,8 +504,14 @@ async fn handle_batch(
             records: &records[at + 1..],
             cancels: &cancels,
         };
-        let processed =
-            process_flushing_meanwhile(ctx, held, (record, later), &mut unflushed, cursor, cancel);
+        let processed = process_flushing_meanwhile(
+            ctx,
+            held,
+            (record, envelope, later),
+            &mut unflushed,
+            cursor,
+            cancel,
+        );
         let outcome = match processed.await? {
             Ok(outcome) => outcome,
             Err(error) => {
@@ -505,14 +540,14 @@ async fn handle_batch(
 async fn process_flushing_meanwhile(
     ctx: &PartitionContext,
     held: Held,
-    (record, later): (&LogRecord, Later<'_>),
+    (record, envelope, later): (&LogRecord, Decoded, Later<'_>),
     unflushed: &mut Unflushed,
     cursor: &mut u64,
     cancel: &CancellationToken,
 ) -> Result<Result<Outcome, ProcessError>, BatchError> {
     let process = ctx
         .processor
-        .process(record, (&ctx.commands, later), held.1);
+        .process(record, envelope, (&ctx.commands, later), held.1);
     tokio::pin!(process);
     let Some(due) = unflushed.due_at(ctx.config.flush_interval) else {
         return Ok(process.await);

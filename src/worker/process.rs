@@ -23,7 +23,7 @@ use crate::idempotency::{KeyScope, ProcessedKeys, StoreError};
 use crate::ids::{new_channel_id, new_record_id};
 use crate::log::{LogRecord, TopicInfo};
 use crate::producer::{Outgoing, Producer, ReplyTo};
-use crate::record::{content_type_of, envelope_of};
+use crate::record::{RecordError, content_type_of};
 use crate::retry::RetryPolicy;
 use crate::trust::{Grants, Verifier};
 
@@ -144,19 +144,21 @@ pub(super) struct Later<'a> {
 }
 
 impl Processor {
-    /// Runs the steps for `record` of commands topic `topic`, held under
-    /// fence token `fence`. Only a
+    /// Runs the steps for `record` of commands topic `topic`, whose
+    /// envelope `decoded` is (see [`crate::record::envelope_of`]), held
+    /// under fence token `fence`. Only a
     /// failure that may pass (the processed-key store, fetching a blob,
     /// checking the fence) is an error, and the record is then read again;
     /// [`ProcessError::Fenced`] says a newer holder has the partition.
     pub async fn process(
         &self,
         record: &LogRecord,
+        decoded: Result<AgentEnvelope, RecordError>,
         (commands, later): (&TopicInfo, Later<'_>),
         fence: u64,
     ) -> Result<Outcome, ProcessError> {
-        // 1. decode and validate
-        let envelope = match envelope_of(record) {
+        // 1. decode and validate (done by the caller, once for its batch)
+        let envelope = match decoded {
             Ok(envelope) => envelope,
             Err(error) => {
                 tracing::warn!(position = %record.position, %error, "dead-lettering an undecodable record");
@@ -397,6 +399,9 @@ impl Processor {
             // published anyway, and the new holder runs the command.
             loop {
                 tokio::select! {
+                    // The handler first: one done at once leaves the timers
+                    // below unregistered, and the fence and cancel unread.
+                    biased;
                     result = &mut run => break result,
                     () = &mut states_due, if states_pending => {
                         states_pending = false;
