@@ -184,7 +184,7 @@ impl ReplyWatch {
         // A holder that lost its partition may still write; what it wrote
         // after the newer holder's claim does not count.
         if let Some(fence) = fence_of(&envelope)
-            && self.fences.is_stale(fence).await?
+            && self.fences.is_stale_lately(fence).await?
         {
             self.fenced += 1;
             tracing::info!(position = %record.position, fence, "ignoring a reply from a partition holder that a newer one has fenced");

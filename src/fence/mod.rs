@@ -17,9 +17,11 @@
 //! against any holder that asked before it, even one whose claim comes
 //! after it: two members taking a partition over at once (a group's
 //! assignment moving while both start) settle it the same way, the later
-//! asker waiting for the earlier one's release. The newcomer
-//! claims once the release is there, or once [`Fences::handover`]'s wait
-//! has passed without one (a holder that crashed or is cut off). A holder
+//! asker asking again and waiting for the earlier one's release. The
+//! newcomer claims once the release is there, or once
+//! [`Fences::handover`]'s wait has passed without one (a holder that
+//! crashed or is cut off); its claim names what it took over and its
+//! request, and counts only when nothing overtook them ([`Terms`]). A holder
 //! that is still finishing says so (a *handing* record, about every
 //! quarter of the wait) and the wait starts over from each, so a live but
 //! slow holder (a loaded machine, a slow handler) is not taken for a dead
@@ -45,10 +47,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use agdx_wire::{HeaderKind, HeaderValue};
-use serde::{Deserialize, Serialize};
 use tokio::sync::Mutex;
 
 use crate::log::{LogError, LogRecord, OutgoingRecord, SharedLog, TopicInfo};
+
+mod record;
+
+use record::{CLAIM_MARK, ClaimRecord, Claimed, Kind, Terms, TermsRecord, claim_of};
 
 /// The partition of `agent.snapshots` that holds every claim.
 pub const CLAIM_PARTITION: u32 = 0;
@@ -59,67 +64,6 @@ pub const CLAIM_PARTITION: u32 = 0;
 /// only the AGDX record headers typed: a typed one could not be written
 /// there.
 pub const FENCE_HEADER: &str = agdx_wire::META_FENCE;
-
-/// What a claim is for: one partition of one topic, read by one group.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-struct Claimed {
-    stream: String,
-    topic: String,
-    group: String,
-    partition: u32,
-}
-
-impl Claimed {
-    fn of(topic: &TopicInfo, group: &str, partition: u32) -> Self {
-        Self {
-            stream: topic.stream.clone(),
-            topic: topic.topic.clone(),
-            group: group.to_owned(),
-            partition,
-        }
-    }
-}
-
-/// What a record of the claim partition says.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-enum Kind {
-    /// The writer holds the partition from here on: its fence token.
-    #[default]
-    Claim,
-    /// The writer asks the holder to hand the partition over.
-    Request,
-    /// The holder of [`ClaimRecord::released`] writes nothing more.
-    Release,
-    /// The holder of [`ClaimRecord::released`] was asked and is finishing
-    /// what it has in hand: its release follows.
-    Handing,
-}
-
-impl Kind {
-    fn is_claim(&self) -> bool {
-        *self == Kind::Claim
-    }
-}
-
-/// A claim record's payload (also of requests and releases).
-#[derive(Debug, Serialize, Deserialize)]
-struct ClaimRecord {
-    /// Always [`CLAIM_MARK`]: tells claims from anything else on the topic.
-    agdx_claim: u8,
-    /// Absent on claims, so they read as they did before handovers.
-    #[serde(default, skip_serializing_if = "Kind::is_claim")]
-    kind: Kind,
-    #[serde(flatten)]
-    claimed: Claimed,
-    /// The claiming member, for people reading the topic.
-    member: String,
-    /// Unique per claim: lets its writer find it (appends return no offset).
-    nonce: String,
-    /// On a release: the token released.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    released: Option<u64>,
-}
 
 /// Where a holder stands, from what the claim partition says of its token.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -139,6 +83,9 @@ pub(crate) enum Handover {
     Released,
     /// The wait passed without a release.
     TimedOut,
+    /// Another member claimed the partition after the request: a claim on
+    /// its terms would count for nothing (see [`Terms`]); ask again.
+    Overtaken,
 }
 
 /// Why a fence could not be claimed or checked.
@@ -173,21 +120,12 @@ impl FenceError {
     }
 }
 
-/// The format version of claim records.
-const CLAIM_MARK: u8 = 1;
-
 /// Claims read per poll.
 const CLAIM_POLL: u32 = 512;
 
 /// How many handover waits a newcomer waits at most for a holder that
 /// keeps saying it is finishing.
 pub const HANDOVER_PATIENCE: u32 = 6;
-
-/// The claim behind `record`, when it is one.
-fn claim_of(record: &LogRecord) -> Option<ClaimRecord> {
-    let claim: ClaimRecord = ciborium::from_reader(&record.payload[..]).ok()?;
-    (claim.agdx_claim == CLAIM_MARK).then_some(claim)
-}
 
 /// The claims a process knows about, read from the log on demand.
 ///
@@ -211,6 +149,10 @@ struct Known {
     /// The number (in [`Fences::reads_begun`]) of the last read to the
     /// partition's end that succeeded.
     read_to_end: u64,
+    /// When that read began.
+    read_at: Option<tokio::time::Instant>,
+    /// The terms of each claim that states them.
+    terms: HashMap<u64, Terms>,
     /// What each claim (and request) is for, by offset.
     by_token: HashMap<u64, Claimed>,
     /// The offsets of the claims of each partition.
@@ -231,6 +173,9 @@ impl Known {
     fn learn(&mut self, offset: u64, record: ClaimRecord) {
         match record.kind {
             Kind::Claim => {
+                if let Some(terms) = record.terms {
+                    self.terms.insert(offset, terms.into());
+                }
                 self.claims
                     .entry(record.claimed.clone())
                     .or_default()
@@ -261,14 +206,29 @@ impl Known {
         self.by_nonce.insert(record.nonce, offset);
     }
 
+    /// Whether the claim at `offset` of `claimed`'s partition counts (see
+    /// [`Terms`]): one without terms always does.
+    fn counts(&self, claimed: &Claimed, offset: u64) -> bool {
+        let Some(terms) = self.terms.get(&offset) else {
+            return true;
+        };
+        let since = terms.over.map_or(0, |over| over + 1);
+        let overtaken = self
+            .claims
+            .get(claimed)
+            .is_some_and(|claims| claims.range(since..offset).next().is_some());
+        !overtaken && terms.over.is_none_or(|over| terms.request > over)
+    }
+
     fn standing(&self, token: u64) -> Standing {
         let Some(claimed) = self.by_token.get(&token) else {
             return Standing::Current;
         };
-        let next_claim = self
-            .claims
-            .get(claimed)
-            .and_then(|claims| claims.range(token + 1..).next());
+        let next_claim = self.claims.get(claimed).and_then(|claims| {
+            claims
+                .range(token + 1..)
+                .find(|&&claim| self.counts(claimed, claim))
+        });
         if let Some(&next) = next_claim {
             return match self.released.get(&token) {
                 Some(&release) if release < next => Standing::Current,
@@ -294,15 +254,52 @@ impl Known {
         }
     }
 
-    /// The newest claim of the partition `request` asks for: the holder
-    /// to wait for, whether it claimed before the request or after it
-    /// (having asked first).
+    /// The newest claim that counts of the partition `request` asks for:
+    /// the holder to wait for.
     fn holder_for(&self, request: u64) -> Option<u64> {
+        let claimed = self.by_token.get(&request)?;
+        self.claims
+            .get(claimed)
+            .and_then(|claims| claims.iter().rev().find(|&&c| self.counts(claimed, c)))
+            .copied()
+    }
+
+    /// The newest claim of any kind of the partition `request` asks for:
+    /// what a claim made now takes over.
+    fn newest_for(&self, request: u64) -> Option<u64> {
         let claimed = self.by_token.get(&request)?;
         self.claims
             .get(claimed)
             .and_then(|claims| claims.last())
             .copied()
+    }
+
+    /// The wait the holder `request` waits for declared, if any.
+    fn declared_wait_for(&self, request: u64) -> Option<Duration> {
+        self.holder_for(request)
+            .and_then(|token| self.terms.get(&token))
+            .map(|terms| terms.wait)
+    }
+
+    /// Whether `token` is stale, answered from what was read last when
+    /// that can be trusted at `now`: a stale holder stays stale, and one
+    /// found neither asked nor fenced by a read begun less than half its
+    /// declared wait ago is still not fenced (see [`Terms`]). `None` when
+    /// only a read can tell.
+    fn stale_lately(&self, token: u64, now: tokio::time::Instant) -> Option<bool> {
+        let (start, _) = self.range?;
+        if start > token {
+            return None;
+        }
+        match self.standing(token) {
+            Standing::Stale => Some(true),
+            Standing::Asked => None,
+            Standing::Current => {
+                let wait = self.terms.get(&token)?.wait;
+                let read_at = self.read_at?;
+                (now.saturating_duration_since(read_at) < wait / 2).then_some(false)
+            }
+        }
     }
 
     /// Whether the holder `request` waits for, if any, released the
@@ -342,7 +339,57 @@ impl Fences {
         member: &str,
     ) -> Result<u64, FenceError> {
         let claimed = Claimed::of(topic, group, partition);
-        self.append_own(Kind::Claim, claimed, member, None).await
+        self.append_own(Kind::Claim, claimed, member, None, None)
+            .await
+    }
+
+    /// Claims the partition `request` asked for, once its handover ended,
+    /// on the terms of [`Terms`]: over the newest claim of the partition,
+    /// declaring `wait` as the handover wait its successors give it.
+    /// `None` when another member's claim overtook the request (it lies
+    /// after the request, or landed between the newest claim and this
+    /// one): this claim then counts for nothing, is released, and the
+    /// caller asks for the partition again.
+    pub(crate) async fn claim_requested(
+        &self,
+        request: u64,
+        member: &str,
+        wait: Duration,
+    ) -> Result<Option<u64>, FenceError> {
+        let (claimed, over) = {
+            let mut known = self.known.lock().await;
+            self.cover_previous(&mut known, request).await?;
+            match known.by_token.get(&request) {
+                Some(claimed) => (claimed.clone(), known.newest_for(request)),
+                None => {
+                    return Err(FenceError::ClaimNotFound {
+                        topic: self.claims.topic.clone(),
+                        partition: CLAIM_PARTITION,
+                    });
+                }
+            }
+        };
+        if over.is_some_and(|over| over > request) {
+            return Ok(None);
+        }
+        let terms = Terms {
+            over,
+            request,
+            wait,
+        };
+        let token = self
+            .append_own(Kind::Claim, claimed.clone(), member, None, Some(terms))
+            .await?;
+        let counts = {
+            let mut known = self.known.lock().await;
+            self.cover(&mut known, request).await?;
+            known.counts(&claimed, token)
+        };
+        if counts {
+            return Ok(Some(token));
+        }
+        self.release(token, member).await?;
+        Ok(None)
     }
 
     /// Asks the holder of `partition` to hand it over (see
@@ -355,7 +402,8 @@ impl Fences {
         member: &str,
     ) -> Result<u64, FenceError> {
         let claimed = Claimed::of(topic, group, partition);
-        self.append_own(Kind::Request, claimed, member, None).await
+        self.append_own(Kind::Request, claimed, member, None, None)
+            .await
     }
 
     /// Says that the holder of `token` writes nothing more. A release that
@@ -382,36 +430,49 @@ impl Fences {
         let Some(claimed) = claimed else {
             return Ok(());
         };
-        self.append_own(kind, claimed, member, Some(token))
+        self.append_own(kind, claimed, member, Some(token), None)
             .await
             .map(drop)
     }
 
-    /// Waits until the partition's newest holder releases it (one that
-    /// claimed it before `request`, or after it, having asked first),
-    /// reading the claims every `every`, for `wait` after the request or
-    /// after the holder's newest handing record, whichever is later, and
-    /// never longer than [`HANDOVER_PATIENCE`] times `wait` in all. A
+    /// Waits until the partition's newest holder releases it, reading the
+    /// claims every `every`, for `wait` (or the longer wait the holder
+    /// declared) after the request or after the holder's newest handing
+    /// record, whichever is later, and never longer than
+    /// [`HANDOVER_PATIENCE`] times that wait in all; ends at once when
+    /// another member claims the partition after `request` (ask again). A
     /// failed read is tried at the next.
     pub(crate) async fn handover(&self, request: u64, wait: Duration, every: Duration) -> Handover {
         let started = tokio::time::Instant::now();
-        let limit = started + wait * HANDOVER_PATIENCE;
         let mut deadline = started + wait;
         let mut sign = None;
         loop {
-            let (released, handing) = {
+            let (released, handing, declared, overtaken) = {
                 let mut known = self.known.lock().await;
                 match self.cover_previous(&mut known, request).await {
-                    Ok(()) => (known.released_for(request), known.handing_for(request)),
+                    Ok(()) => (
+                        known.released_for(request),
+                        known.handing_for(request),
+                        known.declared_wait_for(request),
+                        known.newest_for(request) > Some(request),
+                    ),
                     Err(error) => {
                         tracing::debug!(%error, "could not read the partition claims; reading again");
-                        (false, None)
+                        (false, None, None, false)
                     }
                 }
             };
+            if overtaken {
+                return Handover::Overtaken;
+            }
             if released {
                 return Handover::Released;
             }
+            // The holder's own declared wait, when longer: what readers
+            // trusting a recent read of its standing count on.
+            let wait = wait.max(declared.unwrap_or_default());
+            let limit = started + wait * HANDOVER_PATIENCE;
+            deadline = deadline.max(started + wait);
             if handing > sign {
                 // The holder is alive and finishing: wait for it anew.
                 sign = handing;
@@ -431,6 +492,7 @@ impl Fences {
         claimed: Claimed,
         member: &str,
         released: Option<u64>,
+        terms: Option<Terms>,
     ) -> Result<u64, FenceError> {
         let nonce = ulid::Ulid::new().to_string();
         let record = ClaimRecord {
@@ -440,6 +502,7 @@ impl Fences {
             member: member.to_owned(),
             nonce: nonce.clone(),
             released,
+            terms: terms.map(TermsRecord::from),
         };
         let mut payload = Vec::new();
         ciborium::into_writer(&record, &mut payload)
@@ -470,6 +533,22 @@ impl Fences {
     /// retention) is never stale: there is nothing to compare it with.
     pub async fn is_stale(&self, token: u64) -> Result<bool, LogError> {
         Ok(self.standing(token).await? == Standing::Stale)
+    }
+
+    /// Like [`Self::is_stale`], answered without a read while the last read
+    /// still tells: a stale holder stays stale, and a holder that a read
+    /// begun less than half its declared handover wait ago found neither
+    /// asked for its partition nor fenced cannot have been fenced since
+    /// (see [`Terms`]). A holder whose claim declares no wait (a claim
+    /// made without a handover) is read for every time.
+    pub(crate) async fn is_stale_lately(&self, token: u64) -> Result<bool, LogError> {
+        {
+            let known = self.known.lock().await;
+            if let Some(stale) = known.stale_lately(token, tokio::time::Instant::now()) {
+                return Ok(stale);
+            }
+        }
+        self.is_stale(token).await
     }
 
     /// Where the holder of `token` stands (see [`Standing`]).
@@ -543,8 +622,10 @@ impl Fences {
     /// what lies before the range it covers, then what was appended since.
     async fn cover(&self, known: &mut Known, from: u64) -> Result<(), LogError> {
         let read = self.reads_begun.fetch_add(1, Ordering::SeqCst) + 1;
+        let began = tokio::time::Instant::now();
         let Some(last) = self.log.last_offset(&self.claims, CLAIM_PARTITION).await? else {
             known.read_to_end = read;
+            known.read_at = Some(began);
             return Ok(());
         };
         let end = last + 1;
@@ -559,6 +640,7 @@ impl Fences {
         self.scan(known, next, end).await?;
         known.range = Some((start, end.max(next)));
         known.read_to_end = read;
+        known.read_at = Some(began);
         Ok(())
     }
 

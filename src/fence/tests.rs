@@ -270,12 +270,18 @@ async fn a_request_before_an_earlier_askers_claim_waits_for_that_claim() {
     let wait = Duration::from_millis(200);
     assert_eq!(
         second.handover(asked_second, wait, SOON).await,
+        Handover::Overtaken,
+        "a claim after the request: a claim on its terms would count for nothing"
+    );
+    let asked_again = second.request(&commands, "pool", 7, "m2").await.unwrap();
+    assert_eq!(
+        second.handover(asked_again, wait, SOON).await,
         Handover::TimedOut,
         "the first member's claim is waited for"
     );
     first.release(token, "m1").await.unwrap();
     assert_eq!(
-        second.handover(asked_second, wait, SOON).await,
+        second.handover(asked_again, wait, SOON).await,
         Handover::Released
     );
     let next = second.claim(&commands, "pool", 7, "m2").await.unwrap();
@@ -335,6 +341,19 @@ async fn a_partition_nobody_held_is_claimed_without_waiting() {
     );
 }
 
+/// The keys of `record`'s CBOR map, in order.
+fn keys_of(record: &ClaimRecord) -> Vec<String> {
+    let mut bytes = Vec::new();
+    ciborium::into_writer(record, &mut bytes).unwrap();
+    let value: ciborium::Value = ciborium::from_reader(&bytes[..]).unwrap();
+    value
+        .as_map()
+        .unwrap()
+        .iter()
+        .filter_map(|(k, _)| k.as_text().map(str::to_owned))
+        .collect()
+}
+
 #[test]
 fn a_claim_record_has_no_kind_so_it_reads_as_before_handovers() {
     let record = ClaimRecord {
@@ -349,18 +368,10 @@ fn a_claim_record_has_no_kind_so_it_reads_as_before_handovers() {
         member: "m".into(),
         nonce: "n".into(),
         released: None,
+        terms: None,
     };
-    let mut bytes = Vec::new();
-    ciborium::into_writer(&record, &mut bytes).unwrap();
-    let value: ciborium::Value = ciborium::from_reader(&bytes[..]).unwrap();
-    let keys: Vec<_> = value
-        .as_map()
-        .unwrap()
-        .iter()
-        .filter_map(|(k, _)| k.as_text().map(str::to_owned))
-        .collect();
     assert_eq!(
-        keys,
+        keys_of(&record),
         [
             "agdx_claim",
             "stream",
@@ -387,4 +398,226 @@ fn the_fence_rides_in_the_pinned_metadata_key() {
     let fenced = with_fence(envelope, 7);
     assert_eq!(fence_of(&fenced), Some(7));
     assert!(fenced.validate().is_ok());
+}
+
+/// Counts the reads of the end of the claim partition.
+struct CountedReads {
+    inner: SharedLog,
+    reads: AtomicU64,
+}
+
+#[async_trait::async_trait]
+impl crate::log::LogDecorator for CountedReads {
+    fn inner(&self) -> &dyn crate::log::Log {
+        self.inner.as_ref()
+    }
+
+    async fn last_offset(
+        &self,
+        topic: &TopicInfo,
+        partition: u32,
+    ) -> Result<Option<u64>, LogError> {
+        self.reads.fetch_add(1, Ordering::SeqCst);
+        self.inner.last_offset(topic, partition).await
+    }
+}
+
+/// Takes `partition` over as a pool member does: asks, waits for the
+/// handover, claims on the request's terms declaring `wait`.
+async fn take(fences: &Fences, commands: &TopicInfo, partition: u32, member: &str) -> u64 {
+    let request = fences
+        .request(commands, "pool", partition, member)
+        .await
+        .unwrap();
+    assert_eq!(
+        fences.handover(request, Duration::from_secs(1), SOON).await,
+        Handover::Released
+    );
+    fences
+        .claim_requested(request, member, Duration::from_secs(10))
+        .await
+        .unwrap()
+        .expect("nothing overtook the request")
+}
+
+#[test]
+fn claims_carry_their_terms_and_read_without_them_as_before() {
+    let claimed = Claimed {
+        stream: "s".into(),
+        topic: "t".into(),
+        group: "g".into(),
+        partition: 0,
+    };
+    let terms = Terms {
+        over: Some(4),
+        request: 6,
+        wait: Duration::from_millis(5_000),
+    };
+    let record = |terms: Option<Terms>| ClaimRecord {
+        agdx_claim: CLAIM_MARK,
+        kind: Kind::Claim,
+        claimed: claimed.clone(),
+        member: "m".into(),
+        nonce: "n".into(),
+        released: None,
+        terms: terms.map(TermsRecord::from),
+    };
+    let with_terms = record(Some(terms));
+    let keys = keys_of(&with_terms);
+    assert!(
+        ["over", "request", "wait_ms"]
+            .iter()
+            .all(|key| keys.iter().any(|k| k == key)),
+        "{keys:?}"
+    );
+    let mut bytes = Vec::new();
+    ciborium::into_writer(&with_terms, &mut bytes).unwrap();
+    let read: ClaimRecord = ciborium::from_reader(&bytes[..]).unwrap();
+    assert_eq!(read.terms.map(Terms::from), Some(terms));
+
+    let mut bytes = Vec::new();
+    ciborium::into_writer(&record(None), &mut bytes).unwrap();
+    let read: ClaimRecord = ciborium::from_reader(&bytes[..]).unwrap();
+    assert!(read.terms.is_none(), "a claim without terms has none");
+}
+
+#[tokio::test]
+async fn a_claim_decided_on_an_outdated_view_fences_nobody() {
+    let (log, commands, snapshots) = fixture().await;
+    let first = Fences::new(log.clone(), snapshots.clone());
+    let late = Fences::new(log.clone(), snapshots.clone());
+    let next = Fences::new(log.clone(), snapshots.clone());
+    let reader = Fences::new(log.clone(), snapshots.clone());
+    let old = take(&first, &commands, 5, "m1").await;
+
+    // A taker decides on a view where `old` is the newest claim, then is
+    // paused before it appends; meanwhile `old` hands over to another.
+    let late_request = late.request(&commands, "pool", 5, "m3").await.unwrap();
+    first.release(old, "m1").await.unwrap();
+    let holder = take(&next, &commands, 5, "m2").await;
+    let terms = Terms {
+        over: Some(old),
+        request: late_request,
+        wait: Duration::from_secs(10),
+    };
+    let claimed = Claimed::of(&commands, "pool", 5);
+    let stray = late
+        .append_own(Kind::Claim, claimed, "m3", None, Some(terms))
+        .await
+        .unwrap();
+    assert!(stray > holder);
+    assert!(
+        !reader.is_stale(holder).await.unwrap(),
+        "a claim with another between it and what it took over counts for nothing"
+    );
+    assert_eq!(
+        late.claim_requested(late_request, "m3", Duration::from_secs(10))
+            .await
+            .unwrap(),
+        None,
+        "claiming on an overtaken request is refused"
+    );
+    assert!(!reader.is_stale(holder).await.unwrap());
+
+    // A claim whose request lies before what it took over counts for
+    // nothing either, though nothing lies between.
+    let newest = reader.known.lock().await.newest_for(late_request);
+    let terms = Terms {
+        over: newest,
+        request: late_request,
+        wait: Duration::from_secs(10),
+    };
+    let claimed = Claimed::of(&commands, "pool", 5);
+    late.append_own(Kind::Claim, claimed, "m3", None, Some(terms))
+        .await
+        .unwrap();
+    assert!(!reader.is_stale(holder).await.unwrap());
+
+    // Asked again, and the holder not releasing, the taker's claim counts.
+    let asked = late.request(&commands, "pool", 5, "m3").await.unwrap();
+    assert_eq!(reader.standing(holder).await.unwrap(), Standing::Asked);
+    let taken = late
+        .claim_requested(asked, "m3", Duration::from_secs(10))
+        .await
+        .unwrap()
+        .expect("nothing overtook the request");
+    assert!(reader.is_stale(holder).await.unwrap());
+    assert_eq!(reader.standing(taken).await.unwrap(), Standing::Current);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_recent_read_vouches_for_a_holder_for_half_its_declared_wait() {
+    let (log, commands, snapshots) = fixture().await;
+    let counted = Arc::new(CountedReads {
+        inner: log.clone(),
+        reads: AtomicU64::new(0),
+    });
+    let holders = Fences::new(log.clone(), snapshots.clone());
+    let reader = Fences::new(counted.clone(), snapshots.clone());
+    let reads = || counted.reads.load(Ordering::SeqCst);
+    let holder = take(&holders, &commands, 1, "m1").await;
+
+    assert!(!reader.is_stale_lately(holder).await.unwrap());
+    let after_first = reads();
+    assert!(after_first > 0, "the first answer is read");
+    tokio::time::advance(Duration::from_millis(4_900)).await;
+    assert!(!reader.is_stale_lately(holder).await.unwrap());
+    assert_eq!(
+        reads(),
+        after_first,
+        "within half the declared wait: no read"
+    );
+    tokio::time::advance(Duration::from_millis(200)).await;
+    assert!(!reader.is_stale_lately(holder).await.unwrap());
+    assert!(reads() > after_first, "past half the wait: read again");
+
+    // A request placed since is not seen until the next read; once seen,
+    // the holder may be fenced soon, so every answer is read.
+    let newcomer = Fences::new(log.clone(), snapshots.clone());
+    let request = newcomer.request(&commands, "pool", 1, "m2").await.unwrap();
+    assert!(!reader.is_stale_lately(holder).await.unwrap());
+    assert_eq!(reader.standing(holder).await.unwrap(), Standing::Asked);
+    let asked = reads();
+    assert!(!reader.is_stale_lately(holder).await.unwrap());
+    assert!(reads() > asked, "an asked holder is read for every time");
+
+    // Fenced, it stays fenced: no read needed.
+    newcomer
+        .claim_requested(request, "m2", Duration::from_secs(10))
+        .await
+        .unwrap()
+        .expect("nothing overtook the request");
+    assert!(reader.is_stale_lately(holder).await.unwrap());
+    let fenced = reads();
+    assert!(reader.is_stale_lately(holder).await.unwrap());
+    assert_eq!(reads(), fenced);
+
+    // A claim declaring no wait (made without a handover) is read for
+    // every time.
+    let plain = holders.claim(&commands, "pool", 3, "m1").await.unwrap();
+    assert!(!reader.is_stale_lately(plain).await.unwrap());
+    let before = reads();
+    assert!(!reader.is_stale_lately(plain).await.unwrap());
+    assert!(reads() > before);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_newcomer_waits_out_the_wait_its_predecessor_declared() {
+    let (log, commands, snapshots) = fixture().await;
+    let holder = Fences::new(log.clone(), snapshots.clone());
+    let newcomer = Fences::new(log.clone(), snapshots.clone());
+    take(&holder, &commands, 2, "m1").await;
+    let request = newcomer.request(&commands, "pool", 2, "m2").await.unwrap();
+    let started = tokio::time::Instant::now();
+    assert_eq!(
+        newcomer
+            .handover(request, Duration::from_secs(1), Duration::from_millis(100))
+            .await,
+        Handover::TimedOut
+    );
+    assert!(
+        started.elapsed() >= Duration::from_secs(10),
+        "waited {:?}, not the holder's declared 10 s",
+        started.elapsed()
+    );
 }

@@ -139,7 +139,7 @@ pub(super) async fn flush(
         async {
             // Checked last, right before writing: a stale holder's replies
             // and commit never reach the log once the newer claim is there.
-            if ctx.processor.fences.is_stale(fence).await? {
+            if ctx.processor.fences.is_stale_lately(fence).await? {
                 return Err(BatchError::Fenced);
             }
             let appends = match built {

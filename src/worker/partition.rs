@@ -154,52 +154,70 @@ async fn release(ctx: &PartitionContext, partition: u32, fence: u64) {
 }
 
 /// Asks for `partition`, waits for its previous holder to release it (at
-/// most [`super::WorkerConfig::handover_wait`]), and claims it before
-/// anything of it is read: the claim's offset is the fence token. `None`
-/// when cancelled first.
+/// most [`super::WorkerConfig::handover_wait`], or the longer wait the
+/// holder declared), and claims it before anything of it is read: the
+/// claim's offset is the fence token. Asks again when another member's
+/// claim overtook the request. `None` when cancelled first.
 async fn take_over(
     ctx: &PartitionContext,
     partition: u32,
     cancel: &CancellationToken,
 ) -> Option<u64> {
     let commands = &ctx.commands;
-    let request = retrying(cancel, partition, "asking for the partition", || {
-        ctx.fences
-            .request(commands, &ctx.group, partition, &ctx.member)
-    })
-    .await?;
     let wait = ctx.config.handover_wait;
-    let handover = tokio::select! {
-        _ = cancel.cancelled() => return None,
-        handover = ctx.fences.handover(request, wait, HANDOVER_CHECK_EVERY) => handover,
-    };
-    if handover == Handover::TimedOut {
-        tracing::warn!(
-            partition,
-            ?wait,
-            member = %ctx.member,
-            "the partition's previous holder did not hand it over (it stopped, or is cut off from the log); claiming it, so what it had in hand runs again here"
-        );
+    // Ends when cancelled or claimed: every turn after the first follows
+    // another member's claim of the partition.
+    loop {
+        let request = retrying(cancel, partition, "asking for the partition", || {
+            ctx.fences
+                .request(commands, &ctx.group, partition, &ctx.member)
+        })
+        .await?;
+        let handover = tokio::select! {
+            _ = cancel.cancelled() => return None,
+            handover = ctx.fences.handover(request, wait, HANDOVER_CHECK_EVERY) => handover,
+        };
+        match handover {
+            Handover::Released => {}
+            Handover::TimedOut => tracing::warn!(
+                partition,
+                ?wait,
+                member = %ctx.member,
+                "the partition's previous holder did not hand it over (it stopped, or is cut off from the log); claiming it, so what it had in hand runs again here"
+            ),
+            Handover::Overtaken => {
+                tracing::info!(partition, member = %ctx.member, "another member claimed the partition after this one asked for it; asking again");
+                continue;
+            }
+        }
+        if let Some(fence) = claim(ctx, partition, request, cancel).await? {
+            tracing::info!(partition, fence, member = %ctx.member, "claimed the partition");
+            return Some(fence);
+        }
+        tracing::info!(partition, member = %ctx.member, "another member claimed the partition after this one asked for it; asking again");
     }
-    let fence = claim(ctx, partition, cancel).await?;
-    tracing::info!(partition, fence, member = %ctx.member, "claimed the partition");
-    Some(fence)
 }
 
-/// Claims `partition`, letting an attempt under way finish even when
-/// `cancel` fires: a claim whose append reached the log but was never
+/// Claims `partition` on the terms of `request` (see
+/// [`Fences::claim_requested`]), letting an attempt under way finish even
+/// when `cancel` fires: a claim whose append reached the log but was never
 /// released would make the next holder wait out the whole handover for it.
 /// A claim that lands after `cancel` is released at once. `None` when
-/// cancelled.
-async fn claim(ctx: &PartitionContext, partition: u32, cancel: &CancellationToken) -> Option<u64> {
+/// cancelled; `Some(None)` when another member's claim overtook `request`.
+async fn claim(
+    ctx: &PartitionContext,
+    partition: u32,
+    request: u64,
+    cancel: &CancellationToken,
+) -> Option<Option<u64>> {
     let mut failures = 0u32;
     loop {
         match ctx
             .fences
-            .claim(&ctx.commands, &ctx.group, partition, &ctx.member)
+            .claim_requested(request, &ctx.member, ctx.config.handover_wait)
             .await
         {
-            Ok(fence) if cancel.is_cancelled() => {
+            Ok(Some(fence)) if cancel.is_cancelled() => {
                 release(ctx, partition, fence).await;
                 return None;
             }
