@@ -212,6 +212,10 @@ impl Known {
         let Some(terms) = self.terms.get(&offset) else {
             return true;
         };
+        if terms.over.is_some_and(|over| over >= offset) {
+            // Names a claim that came after it: made up.
+            return false;
+        }
         let since = terms.over.map_or(0, |over| over + 1);
         let overtaken = self
             .claims

@@ -10,6 +10,11 @@ use crate::log::{LogRecord, TopicInfo};
 /// The format version of claim records.
 pub(super) const CLAIM_MARK: u8 = 1;
 
+/// The longest handover wait a claim is taken to declare: a claim on the
+/// log may say anything, and newcomers and readers must agree on one wait
+/// that no arithmetic on it overflows.
+pub(super) const MAX_DECLARED_WAIT: Duration = Duration::from_secs(600);
+
 /// What a claim is for: one partition of one topic, read by one group.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub(super) struct Claimed {
@@ -101,7 +106,7 @@ pub(super) struct TermsRecord {
 /// then the holder's release or the wait the holder declared (`wait`):
 /// a holder that a read found neither asked nor fenced stays unfenced for
 /// that wait after the read began, which lets a recent read vouch for it
-/// ([`Fences::is_stale_lately`]).
+/// ([`super::Fences::is_stale_lately`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Terms {
     pub(super) over: Option<u64>,
@@ -114,7 +119,7 @@ impl From<TermsRecord> for Terms {
         Self {
             over: record.over,
             request: record.request,
-            wait: Duration::from_millis(record.wait_ms),
+            wait: Duration::from_millis(record.wait_ms).min(MAX_DECLARED_WAIT),
         }
     }
 }

@@ -621,3 +621,166 @@ async fn a_newcomer_waits_out_the_wait_its_predecessor_declared() {
         started.elapsed()
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn made_up_terms_count_for_nothing_and_declare_a_bounded_wait() {
+    let (log, commands, snapshots) = fixture().await;
+    let holders = Fences::new(log.clone(), snapshots.clone());
+    let writer = Fences::new(log.clone(), snapshots.clone());
+    let reader = Fences::new(log.clone(), snapshots.clone());
+    let holder = take(&holders, &commands, 6, "m1").await;
+    let request = writer.request(&commands, "pool", 6, "m2").await.unwrap();
+    for over in [holder + 1_000, u64::MAX] {
+        let terms = Terms {
+            over: Some(over),
+            request,
+            wait: Duration::from_secs(1),
+        };
+        writer
+            .append_own(
+                Kind::Claim,
+                Claimed::of(&commands, "pool", 6),
+                "m2",
+                None,
+                Some(terms),
+            )
+            .await
+            .unwrap();
+        assert!(
+            !reader.is_stale(holder).await.unwrap(),
+            "a claim naming one after itself ({over}) fences nobody"
+        );
+    }
+
+    // A wait past any bound is taken as the longest a claim declares.
+    let greedy = Fences::new(log.clone(), snapshots.clone());
+    let asked = greedy.request(&commands, "pool", 2, "m3").await.unwrap();
+    let terms = Terms {
+        over: None,
+        request: asked,
+        wait: Duration::MAX,
+    };
+    let token = greedy
+        .append_own(
+            Kind::Claim,
+            Claimed::of(&commands, "pool", 2),
+            "m3",
+            None,
+            Some(terms),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        reader.known.lock().await.terms.get(&token).map(|t| t.wait),
+        None,
+        "not read yet"
+    );
+    assert!(!reader.is_stale(token).await.unwrap());
+    assert_eq!(
+        reader.known.lock().await.terms.get(&token).map(|t| t.wait),
+        Some(record::MAX_DECLARED_WAIT)
+    );
+    let newcomer = Fences::new(log.clone(), snapshots.clone());
+    let request = newcomer.request(&commands, "pool", 2, "m4").await.unwrap();
+    let started = tokio::time::Instant::now();
+    assert_eq!(
+        newcomer
+            .handover(request, Duration::from_secs(1), Duration::from_secs(60))
+            .await,
+        Handover::TimedOut
+    );
+    let waited = started.elapsed();
+    assert!(
+        waited >= record::MAX_DECLARED_WAIT && waited < record::MAX_DECLARED_WAIT * 2,
+        "waited {waited:?}"
+    );
+}
+
+/// A record of the claim partition at `offset` holding `payload`.
+fn record_at(offset: u64, payload: Vec<u8>) -> LogRecord {
+    LogRecord {
+        position: agdx_wire::LogPosition {
+            stream: 1,
+            topic: 1,
+            partition: CLAIM_PARTITION,
+            offset,
+        },
+        timestamp_micros: offset,
+        headers: Vec::new(),
+        payload: payload.into(),
+    }
+}
+
+/// A claim partition record drawn at random: kind, over, request, wait in
+/// milliseconds (terms stated when even), released.
+type Drawn = (u8, Option<u64>, u64, u64, Option<u64>);
+
+/// Learns `records` as the claim partition's records at offsets 0.., all
+/// of one partition, and asks every question a reader or a newcomer asks
+/// of each offset.
+fn learn_and_ask(records: &[Drawn]) {
+    let mut known = Known::default();
+    let claimed = Claimed {
+        stream: "s".into(),
+        topic: "t".into(),
+        group: "g".into(),
+        partition: 0,
+    };
+    for (offset, &(kind, over, request, wait_ms, released)) in records.iter().enumerate() {
+        let kind =
+            [Kind::Claim, Kind::Request, Kind::Release, Kind::Handing][usize::from(kind % 4)];
+        let record = ClaimRecord {
+            agdx_claim: CLAIM_MARK,
+            kind,
+            claimed: claimed.clone(),
+            member: format!("m{}", offset % 3),
+            nonce: offset.to_string(),
+            released,
+            terms: (wait_ms % 2 == 0).then_some(TermsRecord {
+                over,
+                request,
+                wait_ms,
+            }),
+        };
+        let mut bytes = Vec::new();
+        ciborium::into_writer(&record, &mut bytes).unwrap();
+        let read = claim_of(&record_at(offset as u64, bytes)).expect("a claim");
+        known.learn(offset as u64, read);
+    }
+    known.range = Some((0, records.len() as u64));
+    known.read_at = Some(tokio::time::Instant::now());
+    let now = tokio::time::Instant::now();
+    for token in 0..=records.len() as u64 {
+        let _ = known.standing(token);
+        let _ = known.stale_lately(token, now);
+        let _ = known.holder_for(token);
+        let _ = known.declared_wait_for(token);
+        let _ = known.released_for(token);
+        let _ = known.counts(&claimed, token);
+    }
+}
+
+proptest::proptest! {
+    #[test]
+    fn hostile_claim_records_never_panic(
+        bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..256)
+    ) {
+        let _ = claim_of(&record_at(0, bytes));
+    }
+
+    #[test]
+    fn any_terms_leave_every_answer_defined(
+        records in proptest::collection::vec(
+            (
+                proptest::prelude::any::<u8>(),
+                proptest::option::of(proptest::prelude::any::<u64>()),
+                proptest::prelude::any::<u64>(),
+                proptest::prelude::any::<u64>(),
+                proptest::option::of(proptest::prelude::any::<u64>()),
+            ),
+            0..24,
+        )
+    ) {
+        learn_and_ask(&records);
+    }
+}
