@@ -177,20 +177,20 @@ async fn take_over(
             _ = cancel.cancelled() => return None,
             handover = ctx.fences.handover(request, wait, HANDOVER_CHECK_EVERY) => handover,
         };
-        match handover {
-            Handover::Released => {}
-            Handover::TimedOut => tracing::warn!(
-                partition,
-                ?wait,
-                member = %ctx.member,
-                "the partition's previous holder did not hand it over (it stopped, or is cut off from the log); claiming it, so what it had in hand runs again here"
-            ),
-            Handover::Overtaken => {
-                tracing::info!(partition, member = %ctx.member, "another member claimed the partition after this one asked for it; asking again");
-                continue;
+        let claimed = match handover {
+            Handover::Released => claim(ctx, partition, request, cancel).await?,
+            Handover::TimedOut => {
+                tracing::warn!(
+                    partition,
+                    ?wait,
+                    member = %ctx.member,
+                    "the partition's previous holder did not hand it over (it stopped, or is cut off from the log); claiming it, so what it had in hand runs again here"
+                );
+                claim(ctx, partition, request, cancel).await?
             }
-        }
-        if let Some(fence) = claim(ctx, partition, request, cancel).await? {
+            Handover::Overtaken => None,
+        };
+        if let Some(fence) = claimed {
             tracing::info!(partition, fence, member = %ctx.member, "claimed the partition");
             return Some(fence);
         }
