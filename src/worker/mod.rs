@@ -108,7 +108,10 @@ pub struct WorkerConfig {
     /// anyway. A holder that stopped cleanly hands over at once; this wait
     /// is paid only after one crashed or was cut off from the log. A holder
     /// still finishing says so about every quarter of this wait, and each
-    /// time the wait starts over (up to six times this in all).
+    /// time the wait starts over (up to six times this in all). Each claim
+    /// declares its member's wait (at most ten minutes count), and a
+    /// newcomer waits the longer of its own and the holder's; readers
+    /// trust a read of the claims for half of it.
     pub handover_wait: Duration,
     /// While a handler runs longer than this, a `status` `progress` record
     /// goes to its requester every interval (which keeps it waiting).
