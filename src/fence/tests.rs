@@ -422,6 +422,28 @@ impl crate::log::LogDecorator for CountedReads {
     }
 }
 
+/// Appends a claim of `partition` by `member` stating `over` and
+/// `request` as its terms (and a 10 s wait), whatever the claims say: a
+/// taker's claim decided on a view that may since have changed.
+async fn claim_on(
+    fences: &Fences,
+    commands: &TopicInfo,
+    partition: u32,
+    member: &str,
+    (over, request): (Option<u64>, u64),
+) -> u64 {
+    let terms = Terms {
+        over,
+        request,
+        wait: Duration::from_secs(10),
+    };
+    let claimed = Claimed::of(commands, "pool", partition);
+    fences
+        .append_own(Kind::Claim, claimed, member, None, Some(terms))
+        .await
+        .unwrap()
+}
+
 /// Takes `partition` over as a pool member does: asks, waits for the
 /// handover, claims on the request's terms declaring `wait`.
 async fn take(fences: &Fences, commands: &TopicInfo, partition: u32, member: &str) -> u64 {
@@ -495,16 +517,7 @@ async fn a_claim_decided_on_an_outdated_view_fences_nobody() {
     let late_request = late.request(&commands, "pool", 5, "m3").await.unwrap();
     first.release(old, "m1").await.unwrap();
     let holder = take(&next, &commands, 5, "m2").await;
-    let terms = Terms {
-        over: Some(old),
-        request: late_request,
-        wait: Duration::from_secs(10),
-    };
-    let claimed = Claimed::of(&commands, "pool", 5);
-    let stray = late
-        .append_own(Kind::Claim, claimed, "m3", None, Some(terms))
-        .await
-        .unwrap();
+    let stray = claim_on(&late, &commands, 5, "m3", (Some(old), late_request)).await;
     assert!(stray > holder);
     assert!(
         !reader.is_stale(holder).await.unwrap(),
@@ -522,15 +535,7 @@ async fn a_claim_decided_on_an_outdated_view_fences_nobody() {
     // A claim whose request lies before what it took over counts for
     // nothing either, though nothing lies between.
     let newest = reader.known.lock().await.newest_for(late_request);
-    let terms = Terms {
-        over: newest,
-        request: late_request,
-        wait: Duration::from_secs(10),
-    };
-    let claimed = Claimed::of(&commands, "pool", 5);
-    late.append_own(Kind::Claim, claimed, "m3", None, Some(terms))
-        .await
-        .unwrap();
+    claim_on(&late, &commands, 5, "m3", (newest, late_request)).await;
     assert!(!reader.is_stale(holder).await.unwrap());
 
     // Asked again, and the holder not releasing, the taker's claim counts.
@@ -631,21 +636,7 @@ async fn made_up_terms_count_for_nothing_and_declare_a_bounded_wait() {
     let holder = take(&holders, &commands, 6, "m1").await;
     let request = writer.request(&commands, "pool", 6, "m2").await.unwrap();
     for over in [holder + 1_000, u64::MAX] {
-        let terms = Terms {
-            over: Some(over),
-            request,
-            wait: Duration::from_secs(1),
-        };
-        writer
-            .append_own(
-                Kind::Claim,
-                Claimed::of(&commands, "pool", 6),
-                "m2",
-                None,
-                Some(terms),
-            )
-            .await
-            .unwrap();
+        claim_on(&writer, &commands, 6, "m2", (Some(over), request)).await;
         assert!(
             !reader.is_stale(holder).await.unwrap(),
             "a claim naming one after itself ({over}) fences nobody"
