@@ -759,12 +759,11 @@ impl Producer {
     /// embedded log commits them together; Iggy takes them on one
     /// connection).
     async fn append_by_partition(&self, by_topic: Vec<ByPartition>) -> Result<(), LogError> {
-        let appends = by_topic.iter().flat_map(|(topic, by_partition)| {
-            by_partition.iter().map(move |(&partition, records)| {
+        let appends = by_topic.into_iter().flat_map(|(topic, by_partition)| {
+            by_partition.into_iter().map(move |(partition, records)| {
+                let topic = topic.clone();
                 let span = tracing::debug_span!("append", topic = %topic.topic, partition, records = records.len());
-                self.inner
-                    .log
-                    .append(topic, partition, records.clone())
+                async move { self.inner.log.append(&topic, partition, records).await }
                     .instrument(span)
             })
         });
