@@ -320,6 +320,34 @@ async fn a_poll_waiting_in_one_process_sees_an_append_from_another() {
     reader.succeeds().await;
 }
 
+/// Other processes' watchers learn of a commit from the directory's bell
+/// (`appends.bell`), not from the WAL's writes: every append must ring it,
+/// or a poll waiting elsewhere sees it only at its watcher's timed check.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_append_rings_the_directory_bell() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let log = EmbeddedLog::open(dir.path()).expect("open");
+    let topic = log.ensure_topic("s", "t", 1).await.expect("ensure_topic");
+    let bell = dir.path().join("appends.bell");
+    let rung = || std::fs::metadata(&bell).and_then(|m| m.modified()).ok();
+    let mut last = None;
+    for n in 0..3 {
+        log.append(&topic, 0, vec![record(format!("r{n}"))])
+            .await
+            .expect("append");
+        let now = rung();
+        assert!(
+            now.is_some(),
+            "append {n} left no bell at {}",
+            bell.display()
+        );
+        assert!(now > last, "append {n} did not ring the bell");
+        last = now;
+        // Past the file system's timestamp granularity.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// The watcher tells other processes' commits from this one's by what this
 /// process's writers see; with two handles (two writers) open, a commit from
 /// elsewhere must still wake a waiting poll (unwoken, it would end its wait

@@ -25,6 +25,10 @@ pub(super) const GROUPS_FILE: &str = "groups.sqlite3";
 /// The high-water mark database file inside the log directory.
 pub(super) const MARKS_FILE: &str = "marks.sqlite3";
 
+/// The file each process writes a byte to after committing an append, for
+/// the other processes' watchers (see the `wake` module).
+pub(super) const BELL_FILE: &str = "appends.bell";
+
 /// `PRAGMA application_id` of both files of an agdx log: "AGDX" in ASCII.
 const APPLICATION_ID: i32 = 0x4147_4458;
 

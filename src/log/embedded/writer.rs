@@ -71,6 +71,11 @@ impl Core {
         match committed {
             Ok(appended) => {
                 self.raise_marks(&queued, &appended);
+                // Before any append is acknowledged, so a process told of
+                // one (by its appender) finds the bell rung for it too.
+                if !appended.is_empty() {
+                    self.wake.ring();
+                }
                 let mut appended = appended.into_iter();
                 for Queued { writes, done } in queued {
                     for write in writes {
