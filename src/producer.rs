@@ -328,10 +328,20 @@ impl Producer {
         requests: Vec<CommandRequest>,
     ) -> Result<PreparedBatch, ProduceError> {
         let mut batch = PreparedBatch::default();
+        let topology = &self.inner.topology;
+        // With the shared routing every command goes to one topic, looked
+        // up (and copied) once rather than per command.
+        let shared = topology.inboxes.routing != CommandRouting::Inbox;
         for request in requests {
-            let topic = self.commands_topic(request.target.as_ref()).await?;
+            let inbox;
+            let topic = if shared {
+                &topology.commands
+            } else {
+                inbox = self.commands_topic(request.target.as_ref()).await?;
+                &inbox
+            };
             let (outgoing, _) = self.build_command(request);
-            batch.push(&topic, self.prepare_one(&topic, outgoing).await?);
+            batch.push(topic, self.prepare_one(topic, outgoing).await?);
         }
         Ok(batch)
     }
