@@ -9,6 +9,7 @@ use async_trait::async_trait;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncSeekExt, AsyncWriteExt, BufReader};
 use tokio::process::Command;
 
+use super::call_files::CallFiles;
 use super::exec_report::{Asked, Report};
 use super::handler::{Handler, HandlerError, HandlerReply, Request};
 use super::process_group::ProcessGroup;
@@ -335,36 +336,6 @@ impl ExecHandler {
             InputError::Produce(_) => HandlerError::retryable(message),
             _ => HandlerError::fatal(message),
         }
-    }
-}
-
-/// The files of one call: the report file and the named pipe for input,
-/// removed when the call ends.
-struct CallFiles {
-    report: tempfile::NamedTempFile,
-    input: std::path::PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl CallFiles {
-    #[allow(unsafe_code, reason = "std cannot make a named pipe")]
-    fn new() -> std::io::Result<Self> {
-        let dir = tempfile::Builder::new().prefix("agdx-call-").tempdir()?;
-        let report = tempfile::Builder::new()
-            .prefix("report-")
-            .tempfile_in(dir.path())?;
-        let input = dir.path().join("input");
-        let path = std::ffi::CString::new(input.as_os_str().as_encoded_bytes())
-            .map_err(std::io::Error::other)?;
-        // SAFETY: `path` is a valid NUL-terminated string for the call.
-        if unsafe { libc::mkfifo(path.as_ptr(), 0o600) } != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok(Self {
-            report,
-            input,
-            _dir: dir,
-        })
     }
 }
 

@@ -54,6 +54,7 @@ use crate::retry::RetryPolicy;
 use crate::trust::{Grants, Pause, Verifier};
 
 mod admission;
+mod call_files;
 mod context;
 mod exec;
 mod exec_report;
