@@ -23,6 +23,7 @@
 //! # Ok(()) }
 //! ```
 
+use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
 
 use agdx_wire::{
@@ -341,7 +342,11 @@ impl Producer {
                 &inbox
             };
             let (outgoing, _) = self.build_command(request);
-            batch.push(topic, self.prepare_one(topic, outgoing).await?);
+            batch.push(
+                topic,
+                self.prepare_one(topic, Cow::Owned(outgoing.envelope), outgoing.content_type)
+                    .await?,
+            );
         }
         Ok(batch)
     }
@@ -677,7 +682,11 @@ impl Producer {
     ) -> Result<PreparedBatch, ProduceError> {
         let mut batch = PreparedBatch::default();
         for item in items {
-            batch.push(topic, self.prepare_one(topic, item).await?);
+            batch.push(
+                topic,
+                self.prepare_one(topic, Cow::Owned(item.envelope), item.content_type)
+                    .await?,
+            );
         }
         Ok(batch)
     }
@@ -700,18 +709,18 @@ impl Producer {
     /// Turns one envelope into the record that carries it on `topic`:
     /// validated, its body claim-checked when large, headers stamped, and
     /// checked against the log's record limit. Every way one record can be
-    /// refused shows here, before anything is appended.
+    /// refused shows here, before anything is appended. A borrowed
+    /// envelope is copied only when this producer changes envelopes (a
+    /// bridge hop, a claim-checked body, a signature).
     pub(crate) async fn prepare_one(
         &self,
         topic: &TopicInfo,
-        outgoing: Outgoing,
+        mut envelope: Cow<'_, AgentEnvelope>,
+        content_type: ContentType,
     ) -> Result<Prepared, ProduceError> {
-        let Outgoing {
-            mut envelope,
-            content_type,
-        } = outgoing;
         if let Some(hop) = &self.inner.bridge_hop {
             envelope
+                .to_mut()
                 .metadata
                 .get_or_insert_with(Metadata::new)
                 .push_bridge_hop(hop);
@@ -721,8 +730,13 @@ impl Producer {
         {
             watch.check(target)?;
         }
-        if let Some(check) = &self.inner.claim_check {
-            check.keep_content_type(&mut envelope, content_type);
+        let check = self
+            .inner
+            .claim_check
+            .as_ref()
+            .filter(|check| check.applies_to(envelope.body.len()));
+        if let Some(check) = check {
+            check.keep_content_type(envelope.to_mut(), content_type);
         }
         // Validate before claim-checking so an invalid envelope leaves no
         // blob behind; swapping a body for its BodyRef keeps it valid.
@@ -731,12 +745,13 @@ impl Producer {
             BodyRef::decode_valid(&envelope.body).map_err(ProduceError::NotABodyRef)?;
         }
         let mut content_type = content_type;
-        if let Some(check) = &self.inner.claim_check {
+        if let Some(check) = check {
+            let envelope = envelope.to_mut();
             let body = std::mem::take(&mut envelope.body);
             (envelope.body, content_type) = check.outgoing(body, content_type).await?;
         }
         if let Some(signer) = &self.inner.signer {
-            envelope = signer.sign_record(envelope, content_type);
+            envelope = Cow::Owned(signer.sign_record(envelope.into_owned(), content_type));
         }
         let headers = record_headers(&envelope, content_type);
         check_header_caps(&headers)?;

@@ -725,16 +725,12 @@ pub fn fence_of(envelope: &agdx_wire::AgentEnvelope) -> Option<u64> {
         .as_u64()
 }
 
-/// `envelope` carrying `fence` in its metadata (replacing any there).
-pub(crate) fn with_fence(
-    mut envelope: agdx_wire::AgentEnvelope,
-    fence: u64,
-) -> agdx_wire::AgentEnvelope {
+/// Puts `fence` in `envelope`'s metadata (replacing any there).
+pub(crate) fn set_fence(envelope: &mut agdx_wire::AgentEnvelope, fence: u64) {
     envelope
         .metadata
         .get_or_insert_with(agdx_wire::Metadata::new)
         .insert(agdx_wire::META_FENCE, fence);
-    envelope
 }
 
 /// The [`FENCE_HEADER`] value of `fence`.

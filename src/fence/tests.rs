@@ -395,7 +395,8 @@ fn the_fence_rides_in_the_pinned_metadata_key() {
         b"x".to_vec(),
     );
     assert_eq!(fence_of(&envelope), None);
-    let fenced = with_fence(envelope, 7);
+    let mut fenced = envelope;
+    set_fence(&mut fenced, 7);
     assert_eq!(fence_of(&fenced), Some(7));
     assert!(fenced.validate().is_ok());
 }

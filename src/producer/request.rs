@@ -174,12 +174,15 @@ impl ReplyTo {
     /// Points `envelope` back at the request: cause, position and target,
     /// and the holder's fence token when there is one.
     pub fn address(&self, mut envelope: AgentEnvelope) -> AgentEnvelope {
+        // Set in place: the envelope, a large struct, is not moved per field.
         if let Some(cause) = self.cause {
-            envelope = envelope.with_cause(cause, self.cause_at);
+            envelope.cause = Some(cause);
+            envelope.cause_at = self.cause_at;
         }
         if let Some(fence) = self.fence {
-            envelope = crate::fence::with_fence(envelope, fence);
+            crate::fence::set_fence(&mut envelope, fence);
         }
-        envelope.with_target(self.target.clone())
+        envelope.target = Some(self.target.clone());
+        envelope
     }
 }

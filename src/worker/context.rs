@@ -21,7 +21,7 @@ pub(super) struct PartitionContext {
     pub processor: Arc<Processor>,
     /// The commands topic these tasks read: `agent.commands` or the
     /// agent's inbox.
-    pub commands: TopicInfo,
+    pub commands: Arc<TopicInfo>,
     pub group: String,
     pub config: WorkerConfig,
     pub permits: Arc<Semaphore>,

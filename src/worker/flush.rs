@@ -12,6 +12,7 @@
 //! where someone waits, the command is dead-lettered saying why, and the
 //! run is committed as usual.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::atomic::Ordering;
@@ -126,7 +127,7 @@ pub(super) async fn flush(
     let log = ctx.processor.producer.log();
     let (appends, dispositions) = appends_of(ctx, fence, &unflushed, cancel).await?;
     let commit = OffsetCommit {
-        topic: ctx.commands.clone(),
+        topic: TopicInfo::clone(&ctx.commands),
         group: ctx.group.clone(),
         partition,
         offset: last_offset,
@@ -251,7 +252,15 @@ async fn prepare(
     let responses = &producer.topology().responses;
     let mut replies = Vec::with_capacity(outcome.replies.len());
     for reply in &outcome.replies {
-        replies.push(producer.prepare_one(responses, reply.clone()).await?);
+        replies.push(
+            producer
+                .prepare_one(
+                    responses,
+                    Cow::Borrowed(&reply.envelope),
+                    reply.content_type,
+                )
+                .await?,
+        );
     }
     let dead_letter = match &outcome.dead_letter {
         Some(capsule) => Some(dead_letter_ready(ctx, fence, capsule.clone()).await),

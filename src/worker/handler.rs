@@ -36,7 +36,7 @@ pub struct Request {
     pub(crate) recorder: Arc<Mutex<Vec<Outgoing>>>,
     pub(crate) cancel: CancellationToken,
     /// The commands topic the request was read from (`None` outside a pool).
-    pub(crate) commands: Option<crate::log::TopicInfo>,
+    pub(crate) commands: Option<Arc<crate::log::TopicInfo>>,
 }
 
 impl Request {

@@ -420,7 +420,7 @@ impl Worker {
             tracing::info!(agent = %agent, group = %group, topic = %commands.topic, member = %member.member_id(), log = %log.describe(), "worker joined its group");
             let ctx = Arc::new(PartitionContext {
                 processor: processor.clone(),
-                commands,
+                commands: Arc::new(commands),
                 group,
                 config: self.config.clone(),
                 permits: permits.clone(),

@@ -305,6 +305,9 @@ struct Reading {
     /// tell whether it was cancelled. Polling on after it keeps reads in
     /// sequence (a Kafka reader goes on with what it fetched).
     carried: Option<LogRecord>,
+    /// The envelopes of the batch in hand; kept between batches so that
+    /// each decodes into memory already in use, not into fresh pages.
+    decoded: Vec<Decoded>,
 }
 
 /// One poll of the partition and the handling of what it returned.
@@ -366,17 +369,23 @@ async fn turn(
             // there it has records after it to look for its cancel among,
             // instead of a read of its own.
             let full = polled.len() >= ctx.config.poll_batch as usize;
-            let mut records = Vec::with_capacity(polled.len() + 1);
-            records.extend(reading.carried.take());
-            records.extend(polled);
+            let mut records = match reading.carried.take() {
+                None => polled,
+                Some(carried) => {
+                    let mut records = Vec::with_capacity(polled.len() + 1);
+                    records.push(carried);
+                    records.extend(polled);
+                    records
+                }
+            };
             let handled = records.len() - usize::from(full && records.len() > 1);
             let Ok(_permit) = ctx.permits.clone().acquire_owned().await else {
                 return Ok(Turn::Stop);
             };
-            let envelopes = decode(&records);
+            let envelopes = decode(&records, &mut reading.decoded);
             if let Some(store) = &processor.store {
                 let now = processor.clock.now_micros();
-                for replies in keyed_reply_partitions(&envelopes, &producer.topology().responses) {
+                for replies in keyed_reply_partitions(envelopes, &producer.topology().responses) {
                     if let Err(error) = store.catch_up(replies, &processor.agent, now).await {
                         // Read again from the first record not handled.
                         reading.from = Some(cursor);
@@ -402,7 +411,7 @@ async fn turn(
             // (committed before anything past it); the next poll, from
             // after it, meets the damage again.
             let carried: Vec<LogRecord> = reading.carried.take().into_iter().collect();
-            let envelopes = decode(&carried);
+            let envelopes = decode(&carried, &mut reading.decoded);
             handle_batch(
                 ctx,
                 (partition, fence),
@@ -473,9 +482,12 @@ async fn turn(
 }
 
 /// The envelope of each of `records`, decoded and validated once for all
-/// that a batch needs it for: its keys, its cancels, its handling.
-fn decode(records: &[LogRecord]) -> Vec<Decoded> {
-    records.iter().map(envelope_of).collect()
+/// that a batch needs it for (its keys, its cancels, its handling), in
+/// `into`, emptied first.
+fn decode<'a>(records: &[LogRecord], into: &'a mut Vec<Decoded>) -> &'a mut Vec<Decoded> {
+    into.clear();
+    into.extend(records.iter().map(envelope_of));
+    into
 }
 
 /// The partitions of `responses` where the replies to the keyed records
@@ -497,7 +509,7 @@ fn keyed_reply_partitions(envelopes: &[Decoded], responses: &TopicInfo) -> BTree
 async fn handle_batch(
     ctx: &PartitionContext,
     held: Held,
-    (records, envelopes, handled): (&[LogRecord], Vec<Decoded>, usize),
+    (records, envelopes, handled): (&[LogRecord], &mut Vec<Decoded>, usize),
     cursor: &mut u64,
     cancel: &CancellationToken,
 ) -> Result<(), BatchError> {
@@ -505,12 +517,16 @@ async fn handle_batch(
     let cancels = Cancels::of(
         records
             .iter()
-            .zip(&envelopes)
+            .zip(envelopes.iter())
             .filter_map(|(record, envelope)| {
                 Some((record.position.offset, envelope.as_ref().ok()?))
             }),
     );
-    let batch = records.iter().zip(envelopes).enumerate().take(handled);
+    let batch = records
+        .iter()
+        .zip(envelopes.drain(..))
+        .enumerate()
+        .take(handled);
     for (at, (record, envelope)) in batch {
         // Stopping (or losing the partition, or a quarantine) ends the batch
         // after the record in hand; the rest stays uncommitted for whoever
@@ -571,6 +587,8 @@ async fn process_flushing_meanwhile(
         return Ok(process.await);
     };
     tokio::select! {
+        // The handler first: one done at once leaves the timer unregistered.
+        biased;
         outcome = &mut process => return Ok(outcome),
         _ = tokio::time::sleep_until(due) => {}
     }

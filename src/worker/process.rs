@@ -18,7 +18,7 @@ use crate::cancel::{Cancels, LOOKAHEAD_AFTER, cancel_requested, cancelled_next};
 use crate::claim_check::{ClaimCheck, ClaimCheckError, resolve_body};
 use crate::clock::SharedClock;
 use crate::dlq::{MAX_DETAIL_BYTES, dead_letter, shorten};
-use crate::fence::{FenceError, Fences, Standing, with_fence};
+use crate::fence::{FenceError, Fences, Standing, set_fence};
 use crate::idempotency::{KeyScope, ProcessedKeys, StoreError};
 use crate::ids::{new_channel_id, new_record_id};
 use crate::log::{LogRecord, TopicInfo};
@@ -154,7 +154,7 @@ impl Processor {
         &self,
         record: &LogRecord,
         decoded: Result<AgentEnvelope, RecordError>,
-        (commands, later): (&TopicInfo, Later<'_>),
+        (commands, later): (&Arc<TopicInfo>, Later<'_>),
         fence: u64,
     ) -> Result<Outcome, ProcessError> {
         // 1. decode and validate (done by the caller, once for its batch)
@@ -188,7 +188,7 @@ impl Processor {
     async fn steps(
         &self,
         record: &LogRecord,
-        (commands, later): (&TopicInfo, Later<'_>),
+        (commands, later): (&Arc<TopicInfo>, Later<'_>),
         envelope: AgentEnvelope,
         fence: u64,
     ) -> Result<Outcome, ProcessError> {
@@ -731,7 +731,7 @@ fn readdress(stored: Vec<Outgoing>, to: &ReplyTo) -> Vec<Outgoing> {
                 e.channel = Some(*channels.entry(channel).or_insert_with(new_channel_id));
             }
             if let Some(fence) = to.fence {
-                outgoing.envelope = with_fence(outgoing.envelope, fence);
+                set_fence(&mut outgoing.envelope, fence);
             }
             outgoing
         })

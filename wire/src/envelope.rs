@@ -45,7 +45,20 @@ wire_struct! {
         cbor: "envelope",
         json: "envelope",
         keys: field,
-        size_hint: |e| 192 + e.body.len();
+        // Key names, ids and positions take up to some 350 bytes beside the
+        // variable fields; a guess short of the whole grows the buffer (a
+        // copy of the body) on every encode.
+        size_hint: |e| 384
+            + e.body.len()
+            + e.source.as_str().len()
+            + e.target.as_ref().map_or(0, |t| t.as_str().len())
+            + e.idempotency_key.as_ref().map_or(0, |k| k.as_str().len())
+            + [&e.operation, &e.tool, &e.finish_reason]
+                .into_iter()
+                .map(|text| text.as_ref().map_or(0, String::len))
+                .sum::<usize>()
+            + e.usage.as_ref().map_or(0, |_| 192)
+            + e.signature.as_ref().map_or(0, |_| 160);
         /// What the envelope is; decides which fields are required or forbidden.
         pub kind: Kind [KIND = "kind", KindName, required],
         /// This record's id (required except on chunks).
@@ -168,5 +181,59 @@ mod json_view {
             }
             Self::from_json_object(json)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::id::{ChannelId, CorrelationId, RecordId};
+    use crate::payload::Codec;
+
+    /// An envelope with every fixed-size field set encodes into the buffer
+    /// its size hint reserves, without growing it.
+    #[test]
+    fn a_full_envelope_encodes_within_its_size_hint() {
+        let agent = |name: &str| AgentId::new(name).unwrap();
+        let envelope = AgentEnvelope::response(
+            RecordId::from_u128(u128::MAX),
+            ConversationId::from_u128(u128::MAX),
+            agent(&"s".repeat(200)),
+            CorrelationId::from_u128(u128::MAX),
+            vec![b'x'; 1024],
+        )
+        .with_target(agent(&"t".repeat(200)))
+        .with_cause(
+            RecordId::from_u128(u128::MAX),
+            Some(LogPosition {
+                stream: u32::MAX,
+                topic: u32::MAX,
+                partition: u32::MAX,
+                offset: u64::MAX,
+            }),
+        )
+        .with_channel(ChannelId::from_u128(u128::MAX))
+        .with_idempotency_key(IdempotencyKey::new("k".repeat(64)).unwrap())
+        .with_deadline_micros(u64::MAX)
+        .with_finish_reason("stop")
+        .with_operation("summarize")
+        .with_usage(TokenUsage {
+            input_tokens: u64::MAX,
+            output_tokens: u64::MAX,
+            cache_creation_input_tokens: Some(u64::MAX),
+            cache_read_input_tokens: Some(u64::MAX),
+            reasoning_output_tokens: Some(u64::MAX),
+        })
+        .with_must_understand(u64::MAX);
+        let mut envelope = envelope;
+        envelope.sequence = Some(u64::MAX);
+        envelope.task_state = Some(TaskState::Working);
+        let encoded = envelope.encode();
+        assert!(
+            encoded.len() <= envelope.size_hint(),
+            "{} bytes encoded, {} hinted",
+            encoded.len(),
+            envelope.size_hint()
+        );
     }
 }
