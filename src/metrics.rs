@@ -1,12 +1,13 @@
 //! Counters and latencies, through the `metrics` facade: nothing is
 //! recorded until a program installs a recorder, any the facade takes.
 //! With the `metrics` feature, [`serve_prometheus`] installs the Prometheus
-//! exporter (as `agdx worker --metrics ADDR` does). Every name is here, in
-//! one place.
+//! exporter (as `agdx worker --metrics ADDR` does). A worker pool
+//! registers its per-record series once, as it starts, so install the
+//! recorder before. Every name is here, in one place.
 //!
 //! | name | kind | labels |
 //! | --- | --- | --- |
-//! | `agdx_worker_records_total` | counter | `agent`, `outcome` (handled, deduplicated, skipped, unsupported, dead_lettered) |
+//! | `agdx_worker_records_total` | counter | `agent`, `outcome` (handled, deduplicated, skipped, unsupported, dead_lettered, cancelled) |
 //! | `agdx_worker_retries_total` | counter | `agent` |
 //! | `agdx_worker_handler_seconds` | histogram | `agent`, `operation`: a registered operation, or [`OTHER_OPERATION`] for every command a fallback handler took |
 //! | `agdx_worker_commit_lag` | gauge | `agent`, `partition`, `topic` (`agent.commands` or the agent's inbox): records on the log after the group's committed offset |
@@ -72,23 +73,69 @@ pub fn serve_prometheus(addr: std::net::SocketAddr) -> Result<(), ServeError> {
         })
 }
 
-pub(crate) fn record_outcome(agent: &str, outcome: &'static str) {
-    metrics::counter!(WORKER_RECORDS, "agent" => agent.to_owned(), "outcome" => outcome)
-        .increment(1);
+/// The `outcome` labels of [`WORKER_RECORDS`].
+pub(crate) const OUTCOMES: [&str; 6] = [
+    "handled",
+    "deduplicated",
+    "skipped",
+    "unsupported",
+    "dead_lettered",
+    "cancelled",
+];
+
+/// The per-record metrics of one worker pool, registered with the
+/// recorder once, as the pool starts: counting a record and timing its
+/// handler then build no metric key (each an allocation or several). A
+/// recorder installed after a pool started does not see that pool.
+pub(crate) struct PoolMetrics {
+    records: [metrics::Counter; OUTCOMES.len()],
+    retries: metrics::Counter,
+    /// By `operation` label: each registered operation and
+    /// [`OTHER_OPERATION`].
+    handler_seconds: std::collections::HashMap<String, metrics::Histogram>,
 }
 
-pub(crate) fn retry(agent: &str) {
-    metrics::counter!(WORKER_RETRIES, "agent" => agent.to_owned()).increment(1);
-}
+impl PoolMetrics {
+    /// The metrics of `agent`'s pool, whose handlers take `operations`.
+    pub(crate) fn new<'a>(agent: &str, operations: impl IntoIterator<Item = &'a str>) -> Self {
+        let histogram = |operation: &str| {
+            metrics::histogram!(
+                WORKER_HANDLER_SECONDS,
+                "agent" => agent.to_owned(),
+                "operation" => operation.to_owned()
+            )
+        };
+        let handler_seconds = operations
+            .into_iter()
+            .chain([OTHER_OPERATION])
+            .map(|operation| (operation.to_owned(), histogram(operation)))
+            .collect();
+        Self {
+            records: OUTCOMES.map(|outcome| {
+                metrics::counter!(WORKER_RECORDS, "agent" => agent.to_owned(), "outcome" => outcome)
+            }),
+            retries: metrics::counter!(WORKER_RETRIES, "agent" => agent.to_owned()),
+            handler_seconds,
+        }
+    }
 
-/// `operation`: a registered operation or [`OTHER_OPERATION`].
-pub(crate) fn handler_time(agent: &str, operation: &str, took: Duration) {
-    metrics::histogram!(
-        WORKER_HANDLER_SECONDS,
-        "agent" => agent.to_owned(),
-        "operation" => operation.to_owned()
-    )
-    .record(took.as_secs_f64());
+    /// Counts a record finished with `outcome`, one of [`OUTCOMES`].
+    pub(crate) fn record_outcome(&self, outcome: &str) {
+        if let Some(at) = OUTCOMES.iter().position(|o| *o == outcome) {
+            self.records[at].increment(1);
+        }
+    }
+
+    pub(crate) fn retry(&self) {
+        self.retries.increment(1);
+    }
+
+    /// `operation`: a registered operation or [`OTHER_OPERATION`].
+    pub(crate) fn handler_time(&self, operation: &str, took: Duration) {
+        if let Some(histogram) = self.handler_seconds.get(operation) {
+            histogram.record(took.as_secs_f64());
+        }
+    }
 }
 
 /// Counts the usage and cost `reply` reports, when it is a response or a

@@ -35,11 +35,10 @@ impl Handlers {
     /// The `operation` label of the metrics for `operation`: itself when a
     /// handler is registered for it, else [`crate::metrics::OTHER_OPERATION`],
     /// so a fallback handler's peer-chosen operations cannot grow the label set.
-    pub(crate) fn metric_label(&self, operation: Option<&str>) -> String {
-        match operation {
-            Some(op) if self.by_operation.contains_key(op) => op.to_owned(),
-            _ => crate::metrics::OTHER_OPERATION.to_owned(),
-        }
+    pub(crate) fn metric_label(&self, operation: Option<&str>) -> &str {
+        operation
+            .and_then(|op| self.by_operation.get_key_value(op))
+            .map_or(crate::metrics::OTHER_OPERATION, |(op, _)| op.as_str())
     }
 
     /// The handled operations, sorted.

@@ -157,7 +157,7 @@ pub(super) async fn flush(
         .committed_records
         .fetch_add(dispositions.len() as u64, Ordering::Relaxed);
     for disposition in dispositions {
-        stats.count(ctx.processor.agent.as_str(), disposition);
+        stats.count(&ctx.processor.metrics, disposition);
     }
     *cursor = last_offset + 1;
     Ok(())

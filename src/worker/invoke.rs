@@ -13,6 +13,7 @@ use std::panic::AssertUnwindSafe;
 use agdx_wire::ErrorCode;
 use futures_util::FutureExt;
 
+use crate::metrics::PoolMetrics;
 use crate::retry::RetryPolicy;
 
 use super::handler::{Handler, HandlerError, HandlerReply, Request};
@@ -21,18 +22,18 @@ use super::heartbeat::Heartbeat;
 /// Runs `handler` on `request` until it succeeds, fails for good, or the
 /// retries of `retry` are used up; `request.attempt` counts the attempts.
 /// Each call runs inside `heartbeat` (progress beats, the hard limit) and
-/// is timed for the metrics of `agent` under the `operation` label.
+/// is timed in `metrics` under the `operation` label.
 pub(super) async fn run_with_retries(
     handler: &dyn Handler,
     request: &mut Request,
     retry: &RetryPolicy,
     heartbeat: &Heartbeat<'_>,
-    (agent, operation): (&str, &str),
+    (metrics, operation): (&PoolMetrics, &str),
 ) -> Result<HandlerReply, HandlerError> {
     loop {
         let started = std::time::Instant::now();
         let outcome = heartbeat.around(call(handler, request.clone())).await;
-        crate::metrics::handler_time(agent, operation, started.elapsed());
+        metrics.handler_time(operation, started.elapsed());
         match outcome {
             Ok(reply) => return Ok(reply),
             // A retry after chunks went out would start a second stream the
@@ -44,7 +45,7 @@ pub(super) async fn run_with_retries(
             {
                 let delay = retry.delay_after(request.attempt, rand::random::<f64>());
                 tracing::info!(attempt = request.attempt, ?delay, %error, "retryable failure; trying again");
-                crate::metrics::retry(agent);
+                metrics.retry();
                 tokio::time::sleep(delay).await;
                 request.attempt += 1;
             }

@@ -50,6 +50,7 @@ use crate::claim_check::ClaimCheck;
 use crate::clock::{SharedClock, system_clock};
 use crate::idempotency::{KeyRetention, ProcessedKeys, StoreError};
 use crate::log::{GroupMember, LogError, TopicInfo};
+use crate::metrics::PoolMetrics;
 use crate::retry::RetryPolicy;
 use crate::trust::{Grants, Pause, Verifier};
 
@@ -239,7 +240,7 @@ pub struct WorkerStats {
 }
 
 impl WorkerStats {
-    fn count(&self, agent: &str, disposition: Disposition) {
+    fn count(&self, metrics: &PoolMetrics, disposition: Disposition) {
         let (counter, outcome) = match disposition {
             Disposition::Handled => (&self.handled, "handled"),
             Disposition::Deduplicated => (&self.deduplicated, "deduplicated"),
@@ -249,7 +250,7 @@ impl WorkerStats {
             Disposition::Cancelled => (&self.cancelled, "cancelled"),
         };
         counter.fetch_add(1, Ordering::Relaxed);
-        crate::metrics::record_outcome(agent, outcome);
+        metrics.record_outcome(outcome);
     }
 }
 
@@ -359,6 +360,10 @@ impl Worker {
         );
         let fences =
             crate::fence::Fences::new(log.clone(), self.producer.topology().snapshots.clone());
+        let metrics = PoolMetrics::new(
+            agent.as_str(),
+            self.handlers.operations().iter().map(String::as_str),
+        );
         let processor = Arc::new(Processor {
             agent: agent.clone(),
             producer: self.producer.clone(),
@@ -374,6 +379,7 @@ impl Worker {
             fences: fences.clone(),
             fence_check_every: self.config.rebalance_every,
             fence_fresh_for: self.config.handover_wait / 2,
+            metrics,
             gate: self
                 .config
                 .verifier

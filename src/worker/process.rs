@@ -22,6 +22,7 @@ use crate::fence::{FenceError, Fences, Standing, set_fence};
 use crate::idempotency::{KeyScope, ProcessedKeys, StoreError};
 use crate::ids::{new_channel_id, new_record_id};
 use crate::log::{LogRecord, TopicInfo};
+use crate::metrics::PoolMetrics;
 use crate::producer::{Outgoing, Producer, ReplyTo};
 use crate::record::{RecordError, content_type_of};
 use crate::retry::RetryPolicy;
@@ -131,6 +132,8 @@ pub(crate) struct Processor {
     pub fence_fresh_for: std::time::Duration,
     /// Step 4: the verifier and the grants, when configured.
     pub gate: Option<(Verifier, Option<Grants>)>,
+    /// The pool's per-record metrics.
+    pub metrics: PoolMetrics,
 }
 
 /// The records polled after the one in hand, and the cancels among the
@@ -385,7 +388,7 @@ impl Processor {
                 &mut request,
                 &self.retry,
                 &heartbeat,
-                (self.agent.as_str(), &operation_label),
+                (&self.metrics, operation_label),
             );
             tokio::pin!(run);
             let stale = self.fences.stale_after(fence, self.fence_check_every);
@@ -437,7 +440,7 @@ impl Processor {
                 &streamed,
                 scope,
                 reply_to.clone(),
-                &operation_label,
+                operation_label,
             )
             .await?;
         if let Some(to) = reply_to.as_ref().filter(|_| states_pending) {
