@@ -73,22 +73,13 @@ pub fn serve_prometheus(addr: std::net::SocketAddr) -> Result<(), ServeError> {
         })
 }
 
-/// The `outcome` labels of [`WORKER_RECORDS`].
-pub(crate) const OUTCOMES: [&str; 6] = [
-    "handled",
-    "deduplicated",
-    "skipped",
-    "unsupported",
-    "dead_lettered",
-    "cancelled",
-];
-
 /// The per-record metrics of one worker pool, registered with the
 /// recorder once, as the pool starts: counting a record and timing its
 /// handler then build no metric key (each an allocation or several). A
 /// recorder installed after a pool started does not see that pool.
 pub(crate) struct PoolMetrics {
-    records: [metrics::Counter; OUTCOMES.len()],
+    /// By `outcome` label.
+    records: Vec<(&'static str, metrics::Counter)>,
     retries: metrics::Counter,
     /// By `operation` label: each registered operation and
     /// [`OTHER_OPERATION`].
@@ -96,8 +87,13 @@ pub(crate) struct PoolMetrics {
 }
 
 impl PoolMetrics {
-    /// The metrics of `agent`'s pool, whose handlers take `operations`.
-    pub(crate) fn new<'a>(agent: &str, operations: impl IntoIterator<Item = &'a str>) -> Self {
+    /// The metrics of `agent`'s pool, whose records end in `outcomes` and
+    /// whose handlers take `operations`.
+    pub(crate) fn new<'a>(
+        agent: &str,
+        outcomes: impl IntoIterator<Item = &'static str>,
+        operations: impl IntoIterator<Item = &'a str>,
+    ) -> Self {
         let histogram = |operation: &str| {
             metrics::histogram!(
                 WORKER_HANDLER_SECONDS,
@@ -111,18 +107,23 @@ impl PoolMetrics {
             .map(|operation| (operation.to_owned(), histogram(operation)))
             .collect();
         Self {
-            records: OUTCOMES.map(|outcome| {
-                metrics::counter!(WORKER_RECORDS, "agent" => agent.to_owned(), "outcome" => outcome)
-            }),
+            records: outcomes
+                .into_iter()
+                .map(|outcome| {
+                    let counter = metrics::counter!(WORKER_RECORDS, "agent" => agent.to_owned(), "outcome" => outcome);
+                    (outcome, counter)
+                })
+                .collect(),
             retries: metrics::counter!(WORKER_RETRIES, "agent" => agent.to_owned()),
             handler_seconds,
         }
     }
 
-    /// Counts a record finished with `outcome`, one of [`OUTCOMES`].
+    /// Counts a record finished with `outcome`, one of those the pool
+    /// was made with.
     pub(crate) fn record_outcome(&self, outcome: &str) {
-        if let Some(at) = OUTCOMES.iter().position(|o| *o == outcome) {
-            self.records[at].increment(1);
+        if let Some((_, counter)) = self.records.iter().find(|(o, _)| *o == outcome) {
+            counter.increment(1);
         }
     }
 

@@ -241,16 +241,16 @@ pub struct WorkerStats {
 
 impl WorkerStats {
     fn count(&self, metrics: &PoolMetrics, disposition: Disposition) {
-        let (counter, outcome) = match disposition {
-            Disposition::Handled => (&self.handled, "handled"),
-            Disposition::Deduplicated => (&self.deduplicated, "deduplicated"),
-            Disposition::Skipped => (&self.skipped, "skipped"),
-            Disposition::Unsupported => (&self.unsupported, "unsupported"),
-            Disposition::DeadLettered => (&self.dead_lettered, "dead_lettered"),
-            Disposition::Cancelled => (&self.cancelled, "cancelled"),
+        let counter = match disposition {
+            Disposition::Handled => &self.handled,
+            Disposition::Deduplicated => &self.deduplicated,
+            Disposition::Skipped => &self.skipped,
+            Disposition::Unsupported => &self.unsupported,
+            Disposition::DeadLettered => &self.dead_lettered,
+            Disposition::Cancelled => &self.cancelled,
         };
         counter.fetch_add(1, Ordering::Relaxed);
-        metrics.record_outcome(outcome);
+        metrics.record_outcome(disposition.label());
     }
 }
 
@@ -362,6 +362,7 @@ impl Worker {
             crate::fence::Fences::new(log.clone(), self.producer.topology().snapshots.clone());
         let metrics = PoolMetrics::new(
             agent.as_str(),
+            Disposition::ALL.map(Disposition::label),
             self.handlers.operations().iter().map(String::as_str),
         );
         let processor = Arc::new(Processor {

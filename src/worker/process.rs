@@ -56,6 +56,30 @@ pub(crate) enum Disposition {
     Cancelled,
 }
 
+impl Disposition {
+    /// Every disposition.
+    pub const ALL: [Disposition; 6] = [
+        Disposition::Handled,
+        Disposition::Deduplicated,
+        Disposition::Skipped,
+        Disposition::Unsupported,
+        Disposition::DeadLettered,
+        Disposition::Cancelled,
+    ];
+
+    /// Its `outcome` label on [`crate::metrics::WORKER_RECORDS`].
+    pub fn label(self) -> &'static str {
+        match self {
+            Disposition::Handled => "handled",
+            Disposition::Deduplicated => "deduplicated",
+            Disposition::Skipped => "skipped",
+            Disposition::Unsupported => "unsupported",
+            Disposition::DeadLettered => "dead_lettered",
+            Disposition::Cancelled => "cancelled",
+        }
+    }
+}
+
 /// What to publish for one record.
 #[derive(Debug)]
 pub(crate) struct Outcome {
