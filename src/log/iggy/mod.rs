@@ -6,8 +6,11 @@
 //! - **Connection.** `iggy://USER:PASSWORD@HOST:PORT[?options]` (or
 //!   `iggy://TOKEN@HOST:PORT` with a personal access token). The client
 //!   signs in on every (re)connection and sends heartbeats in the
-//!   background. One connection carries appends, polls, lookups and offset
-//!   reads; every consumer group member gets a connection of its own.
+//!   background. The client answers one request of a connection at a time,
+//!   so appends (and their flushes) have a connection of their own, opened
+//!   with the first append: an append does not wait behind a poll in
+//!   flight. Another carries polls, lookups and offset reads; every
+//!   consumer group member gets a connection of its own.
 //! - **Streams and topics** are Iggy's, found by name. Iggy numbers them
 //!   itself (from 0 on a fresh server); [`TopicInfo`] carries those numbers,
 //!   and every later request addresses the topic by them. Topics are created
@@ -142,6 +145,8 @@ impl Appended {
 pub struct IggyLog {
     target: IggyTarget,
     connection: Connection,
+    /// The appends' connection, opened with the first append.
+    appending: tokio::sync::OnceCell<Connection>,
     reader: Consumer,
     /// The flushes of each partition appended to, by (stream, topic, partition).
     flushes: dashmap::DashMap<(u32, u32, u32), Arc<FlushGroup>>,
@@ -237,6 +242,7 @@ impl IggyLog {
         Ok(Self {
             target,
             connection,
+            appending: tokio::sync::OnceCell::new(),
             reader: Consumer::default(),
             flushes: dashmap::DashMap::new(),
             reading: dashmap::DashMap::new(),
@@ -260,7 +266,8 @@ impl IggyLog {
         group
             .covering(ticket, || async {
                 let (stream, topic_id) = (numeric(topic.stream_id)?, numeric(topic.topic_id)?);
-                self.client()
+                self.appending_client()
+                    .await?
                     .flush_unsaved_buffer(&stream, &topic_id, partition, true)
                     .await
                     .map_err(|e| {
@@ -283,6 +290,15 @@ impl IggyLog {
 
     fn client(&self) -> &iggy::prelude::IggyClient {
         self.connection.client()
+    }
+
+    /// The client of the appends' connection, connecting it first if this
+    /// handle has not appended yet.
+    async fn appending_client(&self) -> Result<&iggy::prelude::IggyClient, LogError> {
+        self.appending
+            .get_or_try_init(|| self.target.connect())
+            .await
+            .map(Connection::client)
     }
 
     fn request_error(&self, doing: &str, e: IggyError) -> LogError {
@@ -469,7 +485,8 @@ impl Log for IggyLog {
             .map(records::to_message)
             .collect::<Result<Vec<_>, _>>()?;
         let (stream, topic_id) = (numeric(topic.stream_id)?, numeric(topic.topic_id)?);
-        self.client()
+        self.appending_client()
+            .await?
             .send_messages(
                 &stream,
                 &topic_id,
