@@ -195,7 +195,7 @@ mod tests {
     #[test]
     fn a_full_envelope_encodes_within_its_size_hint() {
         let agent = |name: &str| AgentId::new(name).unwrap();
-        let envelope = AgentEnvelope::response(
+        let mut envelope = AgentEnvelope::response(
             RecordId::from_u128(u128::MAX),
             ConversationId::from_u128(u128::MAX),
             agent(&"s".repeat(200)),
@@ -225,7 +225,6 @@ mod tests {
             reasoning_output_tokens: Some(u64::MAX),
         })
         .with_must_understand(u64::MAX);
-        let mut envelope = envelope;
         envelope.sequence = Some(u64::MAX);
         envelope.task_state = Some(TaskState::Working);
         let encoded = envelope.encode();
