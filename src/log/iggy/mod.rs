@@ -33,7 +33,9 @@
 //!   poll: when nothing is there yet the poll asks again after a pause of a
 //!   tenth of the time the partition has been quiet (from 1 ms up to
 //!   100 ms), until the wait runs out; an append through any handle of this
-//!   process wakes it at once. A poll keeps to the byte budget of the
+//!   process wakes it as the append is sent, and it asks again without
+//!   pausing until the append is answered, so it reads the record as soon
+//!   as the server has it. A poll keeps to the byte budget of the
 //!   embedded log: it asks for as many records as would fit if each were as
 //!   large as the largest of the partition's previous poll (one record when
 //!   it knows nothing yet), and returns no more than fit.
@@ -122,22 +124,46 @@ static APPENDED: LazyLock<dashmap::DashMap<PartitionKey, Arc<Appended>>> =
     LazyLock::new(dashmap::DashMap::new);
 
 /// This process's appends to one partition: the wake-up of its waiting
-/// polls, and how many appends there were.
+/// polls, how many appends started, and how many are in flight.
 #[derive(Default)]
 struct Appended {
     wake: tokio::sync::Notify,
-    appends: AtomicU64,
+    started: AtomicU64,
+    in_flight: AtomicU64,
 }
 
 impl Appended {
-    /// Counts an append and wakes the waiting polls.
-    fn append(&self) {
-        self.appends.fetch_add(1, Ordering::Relaxed);
+    /// Counts an append about to be sent and wakes the waiting polls,
+    /// which ask again without pausing until it is answered: a poll sent
+    /// beside the append finds the record as soon as the server has it,
+    /// a round trip before the appender hears so. Dropping the returned
+    /// guard ends the append (answered, failed or given up) and wakes the
+    /// polls again.
+    fn start(self: &Arc<Self>) -> InFlight {
+        self.started.fetch_add(1, Ordering::Relaxed);
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
         self.wake.notify_waiters();
+        InFlight(self.clone())
     }
 
+    /// Appends started so far.
     fn count(&self) -> u64 {
-        self.appends.load(Ordering::Relaxed)
+        self.started.load(Ordering::Relaxed)
+    }
+
+    fn in_flight(&self) -> bool {
+        self.in_flight.load(Ordering::Relaxed) > 0
+    }
+}
+
+/// An append of this process on its way to the server (see
+/// [`Appended::start`]).
+struct InFlight(Arc<Appended>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
+        self.0.wake.notify_waiters();
     }
 }
 
@@ -181,8 +207,8 @@ impl Reading {
     }
 
     /// The reading after a poll at `now` found records, the largest
-    /// `largest` bytes, when this process had appended `local_appends`
-    /// times. Records that came after an append of this process are taken
+    /// `largest` bytes, when this process had started `local_appends`
+    /// appends. Records that came after an append of this process are taken
     /// for its own: its appends wake its polls, so they do not shorten the
     /// pause for records from elsewhere. (A record from elsewhere found
     /// along with them is read all the same; only the pause before the
@@ -485,8 +511,9 @@ impl Log for IggyLog {
             .map(records::to_message)
             .collect::<Result<Vec<_>, _>>()?;
         let (stream, topic_id) = (numeric(topic.stream_id)?, numeric(topic.topic_id)?);
-        self.appending_client()
-            .await?
+        let client = self.appending_client().await?;
+        let in_flight = self.appended(topic, partition).start();
+        client
             .send_messages(
                 &stream,
                 &topic_id,
@@ -499,7 +526,7 @@ impl Log for IggyLog {
             })?;
         // Readable from now on, for any client: readers of this process
         // read it while the flush runs, as readers elsewhere may.
-        self.appended(topic, partition).append();
+        drop(in_flight);
         if self.durability() == Durability::Fsync {
             self.flush_appended(topic, partition).await?;
         }
@@ -545,7 +572,11 @@ impl Log for IggyLog {
             if now >= deadline {
                 return Ok(Vec::new());
             }
-            let pause = reading.pause(now);
+            let pause = if appended.in_flight() {
+                Duration::ZERO
+            } else {
+                reading.pause(now)
+            };
             if pause.is_zero() {
                 tokio::task::yield_now().await;
                 continue;
@@ -727,6 +758,36 @@ mod tests {
             came.pause(at(1000)),
             POLL_PAUSE_MAX,
             "it came from this process: back to the quiet from elsewhere"
+        );
+    }
+
+    #[test]
+    fn an_append_wakes_waiting_polls_as_it_starts_and_as_it_ends() {
+        use std::future::Future;
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        let appended = Arc::new(Appended::default());
+        let woken = appended.wake.notified();
+        tokio::pin!(woken);
+        woken.as_mut().enable();
+        let in_flight = appended.start();
+        assert!(appended.in_flight(), "polls ask again without pausing");
+        assert_eq!(
+            appended.count(),
+            1,
+            "a record found now is this process's own"
+        );
+        assert!(
+            woken.as_mut().poll(&mut cx).is_ready(),
+            "a poll pausing asks again as the append is sent"
+        );
+        let woken = appended.wake.notified();
+        tokio::pin!(woken);
+        woken.as_mut().enable();
+        drop(in_flight);
+        assert!(!appended.in_flight(), "back to pausing");
+        assert!(
+            woken.as_mut().poll(&mut cx).is_ready(),
+            "and asks again once it is answered"
         );
     }
 
