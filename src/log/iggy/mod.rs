@@ -233,10 +233,14 @@ impl Reading {
         fit.clamp(1, max)
     }
 
-    /// The pause before asking again: none for [`EAGER_FOR`] after a
-    /// record was expected, then a tenth of the time since it was; with
-    /// nothing expected, a tenth of the quiet time so far.
-    fn pause(&self, now: tokio::time::Instant) -> Duration {
+    /// The pause before asking again: none while an append of this
+    /// process to the partition is on its way (`appending`), nor for
+    /// [`EAGER_FOR`] after a record was expected, then a tenth of the time
+    /// since it was; with nothing expected, a tenth of the quiet time so far.
+    fn pause(&self, now: tokio::time::Instant, appending: bool) -> Duration {
+        if appending {
+            return Duration::ZERO;
+        }
         let since = match self.expected_at {
             Some(expected) if now - expected < EAGER_FOR => return Duration::ZERO,
             Some(expected) => expected,
@@ -572,11 +576,7 @@ impl Log for IggyLog {
             if now >= deadline {
                 return Ok(Vec::new());
             }
-            let pause = if appended.in_flight() {
-                Duration::ZERO
-            } else {
-                reading.pause(now)
-            };
+            let pause = reading.pause(now, appended.in_flight());
             if pause.is_zero() {
                 tokio::task::yield_now().await;
                 continue;
@@ -727,7 +727,7 @@ mod tests {
     fn waiting_polls_back_off_with_the_quiet_time() {
         let start = tokio::time::Instant::now();
         let reading = Reading::new(start, 0);
-        let after = |ms| reading.pause(start + Duration::from_millis(ms));
+        let after = |ms| reading.pause(start + Duration::from_millis(ms), false);
         assert_eq!(after(0), POLL_PAUSE_MIN);
         assert_eq!(after(50), Duration::from_millis(5));
         assert_eq!(after(600), Duration::from_millis(60));
@@ -743,19 +743,19 @@ mod tests {
             ..Reading::new(start, 0)
         };
         assert_eq!(
-            reading.pause(at(900)),
+            reading.pause(at(900), false),
             Duration::ZERO,
             "a record is expected"
         );
         assert_eq!(
-            reading.pause(at(1000)),
+            reading.pause(at(1000), false),
             Duration::from_millis(10),
             "a tenth of the wait for it, not of the quiet before"
         );
         let came = reading.found(at(1000), None, 1);
         assert_eq!(came.expected_at, None, "what was expected came");
         assert_eq!(
-            came.pause(at(1000)),
+            came.pause(at(1000), false),
             POLL_PAUSE_MAX,
             "it came from this process: back to the quiet from elsewhere"
         );
@@ -769,8 +769,11 @@ mod tests {
         let woken = appended.wake.notified();
         tokio::pin!(woken);
         woken.as_mut().enable();
+        let reading = Reading::new(tokio::time::Instant::now(), 0);
+        let pause = || reading.pause(reading.active_at, appended.in_flight());
+        assert_eq!(pause(), POLL_PAUSE_MIN);
         let in_flight = appended.start();
-        assert!(appended.in_flight(), "polls ask again without pausing");
+        assert_eq!(pause(), Duration::ZERO, "polls ask again without pausing");
         assert_eq!(
             appended.count(),
             1,
@@ -784,7 +787,7 @@ mod tests {
         tokio::pin!(woken);
         woken.as_mut().enable();
         drop(in_flight);
-        assert!(!appended.in_flight(), "back to pausing");
+        assert_eq!(pause(), POLL_PAUSE_MIN, "back to pausing");
         assert!(
             woken.as_mut().poll(&mut cx).is_ready(),
             "and asks again once it is answered"
@@ -798,13 +801,13 @@ mod tests {
         let reading = Reading::new(start, 3);
         let own = reading.found(at(500), Some(10), 4);
         assert_eq!(
-            own.pause(at(500)),
+            own.pause(at(500), false),
             Duration::from_millis(50),
             "records after an append of this process: as quiet as before"
         );
         let elsewhere = own.found(at(600), Some(10), 4);
         assert_eq!(
-            elsewhere.pause(at(600)),
+            elsewhere.pause(at(600), false),
             POLL_PAUSE_MIN,
             "records with no append of this process since: from elsewhere"
         );
