@@ -207,7 +207,18 @@ fn the_socket_is_private_and_only_a_stale_one_is_replaced() {
     assert_eq!(mode & 0o777, 0o600, "only the owner may connect");
     assert!(matches!(bind(&path), Err(BindError::InUse { .. })));
     drop(live);
-    // Its process is gone, the file is not: a stale socket is replaced.
+    // Its listener is gone, the file is not: a stale socket is replaced.
+    // A process this test binary forks for another test holds a copy of
+    // every open descriptor until it execs, so the socket may accept for
+    // a moment after the drop; wait (bounded) until nothing does.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::os::unix::net::UnixStream::connect(&path).is_ok() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the dropped socket still accepts"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     assert!(path.exists());
     let again = bind(&path).expect("a stale socket is replaced");
     std::os::unix::net::UnixStream::connect(&path).expect("the new socket accepts");
