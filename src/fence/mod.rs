@@ -313,6 +313,16 @@ impl Known {
             .is_none_or(|token| self.released.contains_key(&token))
     }
 
+    /// Whether a later claim took the partition of `token` over and the
+    /// newest claim of that partition is released: nobody holds it.
+    fn taken_over_and_released(&self, token: u64) -> bool {
+        self.by_token
+            .get(&token)
+            .and_then(|claimed| self.claims.get(claimed))
+            .and_then(|claims| claims.last().copied())
+            .is_some_and(|newest| newest > token && self.released.contains_key(&newest))
+    }
+
     /// Where the newest handing record of the holder `request` waits for
     /// sits.
     fn handing_for(&self, request: u64) -> Option<u64> {
@@ -599,6 +609,15 @@ impl Fences {
             ),
             source: None,
         })
+    }
+
+    /// Whether a later holder took over the partition `token` held and has
+    /// released it since: nobody holds it, so claiming it again fences no
+    /// one.
+    pub(crate) async fn taken_over_and_released(&self, token: u64) -> Result<bool, LogError> {
+        let mut known = self.known.lock().await;
+        self.cover(&mut known, token).await?;
+        Ok(known.taken_over_and_released(token))
     }
 
     /// Whether the holder of `token` is still current (see [`Self::is_stale`]).

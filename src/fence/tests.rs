@@ -776,3 +776,36 @@ proptest::proptest! {
         learn_and_ask(&records);
     }
 }
+
+#[tokio::test]
+async fn a_partition_taken_over_then_released_is_free_to_claim_again() {
+    let (log, commands, snapshots) = fixture().await;
+    let first = Fences::new(log.clone(), snapshots.clone());
+    let second = Fences::new(log.clone(), snapshots.clone());
+    let old = first.claim(&commands, "pool", 1, "m1").await.unwrap();
+    assert!(!first.taken_over_and_released(old).await.unwrap());
+    // Its own release is not a takeover: a holder that let go and was not
+    // fenced needs no answer here.
+    first.release(old, "m1").await.unwrap();
+    assert!(!first.taken_over_and_released(old).await.unwrap());
+
+    let newer = second.claim(&commands, "pool", 1, "m2").await.unwrap();
+    // Another partition's or group's release says nothing about this one.
+    let elsewhere = second.claim(&commands, "pool", 2, "m2").await.unwrap();
+    second.release(elsewhere, "m2").await.unwrap();
+    let other_group = second.claim(&commands, "other", 1, "m2").await.unwrap();
+    second.release(other_group, "m2").await.unwrap();
+    assert!(
+        !first.taken_over_and_released(old).await.unwrap(),
+        "the newer holder still holds it"
+    );
+    second.release(newer, "m2").await.unwrap();
+    assert!(first.taken_over_and_released(old).await.unwrap());
+
+    let third = Fences::new(log.clone(), snapshots.clone());
+    third.claim(&commands, "pool", 1, "m3").await.unwrap();
+    assert!(
+        !first.taken_over_and_released(old).await.unwrap(),
+        "claimed again since"
+    );
+}

@@ -33,9 +33,10 @@ pub(super) struct PartitionContext {
     /// This pool's group member on [`Self::commands`], named in its claims.
     pub member: String,
     /// Partitions whose task stopped because a newer holder claimed them,
-    /// and when: not claimed again while the assignment still lists them
-    /// (see [`PartitionContext::claimable`]).
-    pub fenced: Mutex<HashMap<u32, Instant>>,
+    /// when, and the fence token it held them under: not claimed again
+    /// while the assignment still lists them (see
+    /// [`PartitionContext::claimable`]).
+    pub fenced: Mutex<HashMap<u32, (Instant, u64)>>,
 }
 
 /// How long a fenced partition that the group still assigns to this member
@@ -47,12 +48,31 @@ pub(super) const FENCED_PAUSE: Duration = Duration::from_secs(10);
 
 impl PartitionContext {
     /// The partitions of `assigned` a task may claim: all but those fenced
-    /// less than [`FENCED_PAUSE`] ago. A fenced partition the assignment
-    /// no longer lists is forgotten, so it is claimed as soon as it comes
-    /// back.
-    pub fn claimable(&self, assigned: &[u32]) -> Vec<u32> {
-        let mut fenced = lock(&self.fenced);
-        fenced.retain(|partition, at| assigned.contains(partition) && at.elapsed() < FENCED_PAUSE);
+    /// less than [`FENCED_PAUSE`] ago whose newer holder still holds them.
+    /// A fenced partition the assignment no longer lists is forgotten, so
+    /// it is claimed as soon as it comes back; so is one whose newer holder
+    /// has released it (the group gave it back before this member read an
+    /// assignment without it), since claiming it fences no one.
+    pub async fn claimable(&self, assigned: &[u32]) -> Vec<u32> {
+        let paused: Vec<(u32, u64)> = {
+            let mut fenced = lock(&self.fenced);
+            fenced.retain(|partition, (at, _)| {
+                assigned.contains(partition) && at.elapsed() < FENCED_PAUSE
+            });
+            fenced.iter().map(|(&p, &(_, token))| (p, token)).collect()
+        };
+        for (partition, token) in paused {
+            match self.fences.taken_over_and_released(token).await {
+                Ok(true) => {
+                    lock(&self.fenced).remove(&partition);
+                }
+                Ok(false) => {}
+                Err(error) => {
+                    tracing::debug!(%error, partition, "could not read the partition claims; the fenced partition waits");
+                }
+            }
+        }
+        let fenced = lock(&self.fenced);
         assigned
             .iter()
             .copied()
@@ -60,9 +80,10 @@ impl PartitionContext {
             .collect()
     }
 
-    /// Notes that a newer holder claimed `partition`.
-    pub fn fenced_out(&self, partition: u32) {
-        lock(&self.fenced).insert(partition, Instant::now());
+    /// Notes that a newer holder claimed `partition`, which this member
+    /// held under `fence`.
+    pub fn fenced_out(&self, partition: u32, fence: u64) {
+        lock(&self.fenced).insert(partition, (Instant::now(), fence));
     }
 
     /// Whether the pool's agent is quarantined now (take no new records).

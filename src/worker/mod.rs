@@ -536,7 +536,7 @@ impl Reader {
     async fn follow_assignment(&mut self, shutdown: &CancellationToken) {
         let Reader { member, ctx, tasks } = self;
         match member.assigned().await {
-            Ok(assigned) => tasks.follow(&ctx.claimable(&assigned), |partition| {
+            Ok(assigned) => tasks.follow(&ctx.claimable(&assigned).await, |partition| {
                 let cancel = shutdown.child_token();
                 let task = tokio::spawn(partition_loop(ctx.clone(), partition, cancel.clone()));
                 (cancel, task)

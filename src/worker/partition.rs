@@ -76,7 +76,7 @@ pub(super) async fn partition_loop(
                     member = %ctx.member,
                     "a newer holder claimed the partition; dropping what this holder had not yet written and stopping its work here"
                 );
-                ctx.fenced_out(partition);
+                ctx.fenced_out(partition, fence);
                 return;
             }
             Ok(Turn::HandedOver) => {
@@ -86,7 +86,7 @@ pub(super) async fn partition_loop(
                     member = %ctx.member,
                     "another member asked for the partition; handing it over after publishing what this holder handled"
                 );
-                ctx.fenced_out(partition);
+                ctx.fenced_out(partition, fence);
                 break;
             }
             Err(error) => {

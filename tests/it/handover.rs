@@ -236,3 +236,64 @@ async fn a_live_holder_slower_than_the_wait_is_waited_for() {
     })
     .await;
 }
+
+/// A member that handed a partition over and gets it back before it next
+/// reads the group's assignment (the newcomer left at once, as members
+/// starting and stopping side by side make the group reassign) claims it
+/// at that read, since the newcomer released it; it does not wait out the
+/// pause that keeps a fenced member from taking back a partition its
+/// newer holder still holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partition_given_back_is_read_again_at_the_next_assignment() {
+    let fabric = embedded_fabric("handover_given_back").await;
+    // The first member reads the assignment only this often: the second
+    // comes and goes between two of its reads.
+    let follow = Duration::from_secs(5);
+    let named = |name: &'static str| {
+        handler_fn(move |_request| async move { Ok(HandlerReply::raw(name.as_bytes().to_vec())) })
+    };
+    let first = Running::start(
+        Worker::new(
+            fabric.producer("giver"),
+            WorkerConfig {
+                rebalance_every: follow,
+                ..quick_config(fabric.dir.path().join("state-first"))
+            },
+        )
+        .handle("who", named("first")),
+    );
+    let requester = fabric.requester("asker");
+    let ask = |partition: u32, patience: Duration| {
+        let request = CommandRequest::new("who", b"?".to_vec())
+            .to(agent_id("giver"))
+            .conversation(conversation_in(&fabric, partition));
+        let requester = &requester;
+        async move {
+            match requester.ask(request, patience).await {
+                Ok(Answer::Response(reply)) => String::from_utf8_lossy(&reply.body).into_owned(),
+                other => panic!("partition {partition}: {other:?}"),
+            }
+        }
+    };
+    let partitions = fabric.topology.commands.partitions.get();
+    for partition in 0..partitions {
+        assert_eq!(ask(partition, ANSWER).await, "first");
+    }
+    let second = Running::start(fabric.worker("giver").handle("who", named("second")));
+    let taken = eventually("the second member to take a partition over", || async {
+        for partition in 0..partitions {
+            if ask(partition, ANSWER).await == "second" {
+                return Some(partition);
+            }
+        }
+        None
+    })
+    .await;
+    second.stop().await;
+    // The first member's next read of the assignment comes within `follow`;
+    // the pause it would otherwise wait out is twice that.
+    let started = std::time::Instant::now();
+    assert_eq!(ask(taken, follow + Duration::from_secs(4)).await, "first");
+    assert!(started.elapsed() < follow + Duration::from_secs(4));
+    first.stop().await;
+}
