@@ -313,14 +313,14 @@ impl Known {
             .is_none_or(|token| self.released.contains_key(&token))
     }
 
-    /// Whether a later claim took the partition of `token` over and the
-    /// newest claim of that partition is released: nobody holds it.
-    fn taken_over_and_released(&self, token: u64) -> bool {
+    /// Whether the newest claim of the partition `token` was claimed under
+    /// (`token` itself or a later one) is released: nobody holds it.
+    fn released_since(&self, token: u64) -> bool {
         self.by_token
             .get(&token)
             .and_then(|claimed| self.claims.get(claimed))
             .and_then(|claims| claims.last().copied())
-            .is_some_and(|newest| newest > token && self.released.contains_key(&newest))
+            .is_some_and(|newest| newest >= token && self.released.contains_key(&newest))
     }
 
     /// Where the newest handing record of the holder `request` waits for
@@ -611,13 +611,13 @@ impl Fences {
         })
     }
 
-    /// Whether a later holder took over the partition `token` held and has
-    /// released it since: nobody holds it, so claiming it again fences no
-    /// one.
-    pub(crate) async fn taken_over_and_released(&self, token: u64) -> Result<bool, LogError> {
+    /// Whether the partition `token` was claimed under has no holder now:
+    /// its newest claim (`token` itself, or a later holder's) is released,
+    /// so claiming it again fences no one.
+    pub(crate) async fn released_since(&self, token: u64) -> Result<bool, LogError> {
         let mut known = self.known.lock().await;
         self.cover(&mut known, token).await?;
-        Ok(known.taken_over_and_released(token))
+        Ok(known.released_since(token))
     }
 
     /// Whether the holder of `token` is still current (see [`Self::is_stale`]).

@@ -778,16 +778,17 @@ proptest::proptest! {
 }
 
 #[tokio::test]
-async fn a_partition_taken_over_then_released_is_free_to_claim_again() {
+async fn a_partition_whose_newest_claim_is_released_has_no_holder() {
     let (log, commands, snapshots) = fixture().await;
     let first = Fences::new(log.clone(), snapshots.clone());
     let second = Fences::new(log.clone(), snapshots.clone());
     let old = first.claim(&commands, "pool", 1, "m1").await.unwrap();
-    assert!(!first.taken_over_and_released(old).await.unwrap());
-    // Its own release is not a takeover: a holder that let go and was not
-    // fenced needs no answer here.
+    assert!(
+        !first.released_since(old).await.unwrap(),
+        "its holder holds it"
+    );
     first.release(old, "m1").await.unwrap();
-    assert!(!first.taken_over_and_released(old).await.unwrap());
+    assert!(first.released_since(old).await.unwrap());
 
     let newer = second.claim(&commands, "pool", 1, "m2").await.unwrap();
     // Another partition's or group's release says nothing about this one.
@@ -796,16 +797,16 @@ async fn a_partition_taken_over_then_released_is_free_to_claim_again() {
     let other_group = second.claim(&commands, "other", 1, "m2").await.unwrap();
     second.release(other_group, "m2").await.unwrap();
     assert!(
-        !first.taken_over_and_released(old).await.unwrap(),
-        "the newer holder still holds it"
+        !first.released_since(old).await.unwrap(),
+        "the newer holder holds it"
     );
     second.release(newer, "m2").await.unwrap();
-    assert!(first.taken_over_and_released(old).await.unwrap());
+    assert!(first.released_since(old).await.unwrap());
 
     let third = Fences::new(log.clone(), snapshots.clone());
     third.claim(&commands, "pool", 1, "m3").await.unwrap();
     assert!(
-        !first.taken_over_and_released(old).await.unwrap(),
+        !first.released_since(old).await.unwrap(),
         "claimed again since"
     );
 }

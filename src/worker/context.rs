@@ -48,11 +48,12 @@ pub(super) const FENCED_PAUSE: Duration = Duration::from_secs(10);
 
 impl PartitionContext {
     /// The partitions of `assigned` a task may claim: all but those fenced
-    /// less than [`FENCED_PAUSE`] ago whose newer holder still holds them.
-    /// A fenced partition the assignment no longer lists is forgotten, so
-    /// it is claimed as soon as it comes back; so is one whose newer holder
-    /// has released it (the group gave it back before this member read an
-    /// assignment without it), since claiming it fences no one.
+    /// less than [`FENCED_PAUSE`] ago that someone still holds. A fenced
+    /// partition the assignment no longer lists is forgotten, so it is
+    /// claimed as soon as it comes back; so is one nobody holds (its newest
+    /// claim is released: the group moved it away and back before this
+    /// member read an assignment without it), since claiming it fences no
+    /// one.
     pub async fn claimable(&self, assigned: &[u32]) -> Vec<u32> {
         let paused: Vec<(u32, u64)> = {
             let mut fenced = lock(&self.fenced);
@@ -62,7 +63,7 @@ impl PartitionContext {
             fenced.iter().map(|(&p, &(_, token))| (p, token)).collect()
         };
         for (partition, token) in paused {
-            match self.fences.taken_over_and_released(token).await {
+            match self.fences.released_since(token).await {
                 Ok(true) => {
                     lock(&self.fenced).remove(&partition);
                 }
