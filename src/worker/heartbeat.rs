@@ -5,6 +5,7 @@
 //! caller alive). A hard limit still ends a handler that never returns.
 
 use std::future::Future;
+use std::task::Poll;
 use std::time::Duration;
 
 use agdx_wire::{ContentType, ErrorCode};
@@ -35,6 +36,13 @@ impl Heartbeat<'_> {
         work: impl Future<Output = Result<HandlerReply, HandlerError>>,
     ) -> Result<HandlerReply, HandlerError> {
         let started = Instant::now();
+        tokio::pin!(work);
+        // A handler done at once (the usual case) needs no timers at all.
+        if let Poll::Ready(done) =
+            std::future::poll_fn(|cx| Poll::Ready(work.as_mut().poll(cx))).await
+        {
+            return done;
+        }
         let mut beats = tokio::time::interval_at(started + self.every, self.every);
         let limit = async {
             match self.limit {
@@ -42,10 +50,9 @@ impl Heartbeat<'_> {
                 None => std::future::pending().await,
             }
         };
-        tokio::pin!(work, limit);
+        tokio::pin!(limit);
         loop {
             tokio::select! {
-                // The work first: a handler done at once registers no timer.
                 biased;
                 done = &mut work => return done,
                 _ = &mut limit => {
@@ -55,7 +62,9 @@ impl Heartbeat<'_> {
                     ))
                     .with_code(ErrorCode::DeadlineExceeded));
                 }
-                _ = beats.tick() => self.beat(started.elapsed()).await,
+                // Boxed: a beat is rare, and inline its future would make
+                // every handler call's future, moved per record, larger.
+                _ = beats.tick() => Box::pin(self.beat(started.elapsed())).await,
             }
         }
     }

@@ -311,7 +311,9 @@ impl Processor {
         };
         if let Some(to) = reply_to.as_ref().filter(|_| cancelled_early) {
             tracing::info!("the command was cancelled before it started; not running it");
-            return self.cancelled(record, scope, to.clone(), &[]).await;
+            // Boxed here and below: rare paths, whose futures inline would
+            // enlarge this one, which is made and moved for every record.
+            return Box::pin(self.cancelled(record, scope, to.clone(), &[])).await;
         }
         // 7. dispatch by operation (decided with the admission)
         let handler = match dispatch {
@@ -433,7 +435,7 @@ impl Processor {
                     () = &mut states_due, if states_pending => {
                         states_pending = false;
                         if let Some(to) = &reply_to {
-                            self.publish_states(to, &STARTED).await;
+                            Box::pin(self.publish_states(to, &STARTED)).await;
                         }
                     }
                     () = &mut stale => {
@@ -450,7 +452,7 @@ impl Processor {
                             tracing::info!(grace = ?self.cancel_grace, "the cancelled handler did not stop within its grace; stopping it");
                         }
                         let streamed = crate::log::lock(&recorder).clone();
-                        return self.cancelled(record, scope, to, &streamed).await;
+                        return Box::pin(self.cancelled(record, scope, to, &streamed)).await;
                     }
                 }
             }
