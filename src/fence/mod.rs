@@ -268,8 +268,8 @@ impl Known {
             .copied()
     }
 
-    /// The newest claim of any kind of the partition `request` asks for:
-    /// what a claim made now takes over.
+    /// The newest claim of any kind of the partition `request` (a request
+    /// or a claim) is about: what a claim made now takes over.
     fn newest_for(&self, request: u64) -> Option<u64> {
         let claimed = self.by_token.get(&request)?;
         self.claims
@@ -316,10 +316,7 @@ impl Known {
     /// Whether the newest claim of the partition `token` was claimed under
     /// (`token` itself or a later one) is released: nobody holds it.
     fn released_since(&self, token: u64) -> bool {
-        self.by_token
-            .get(&token)
-            .and_then(|claimed| self.claims.get(claimed))
-            .and_then(|claims| claims.last().copied())
+        self.newest_for(token)
             .is_some_and(|newest| newest >= token && self.released.contains_key(&newest))
     }
 
