@@ -86,6 +86,8 @@ pub struct WorkerRun {
     pub members: usize,
     /// From the pool's start to its last commit.
     pub ours: Spent,
+    /// Offsets the pool committed (one a flushed run of records).
+    pub commits: u64,
     /// The plain loop's time for the same commands.
     pub plain: Option<Spent>,
 }
@@ -147,11 +149,12 @@ impl fmt::Display for WorkerBenchReport {
             let ours = per_sec(o.commands, run.ours.wall);
             write!(
                 f,
-                "  {} member{}: {ours:>9.0} commands/s ({:.2} s, {} µs CPU a command)",
+                "  {} member{}: {ours:>9.0} commands/s ({:.2} s, {} µs CPU a command, {:.0} a commit)",
                 run.members,
                 if run.members == 1 { " " } else { "s" },
                 run.ours.wall.as_secs_f64(),
-                cpu_per_command(o.commands, &run.ours)
+                cpu_per_command(o.commands, &run.ours),
+                o.commands as f64 / run.commits.max(1) as f64
             )?;
             match (run.plain, &self.plain) {
                 (Some(plain_spent), Some(name)) => {
@@ -243,12 +246,13 @@ pub async fn run_worker_bench(
                 plain_time,
             )
         };
-        if let Some(readings) = ours.1 {
+        if let Some(readings) = ours.memory {
             memory = Some(readings);
         }
         runs.push(WorkerRun {
             members,
-            ours: ours.0,
+            ours: ours.spent,
+            commits: ours.commits,
             plain: plain_time,
         });
     }
@@ -293,6 +297,16 @@ async fn preload(
     Ok(())
 }
 
+/// What one pool run took.
+struct PoolRun {
+    spent: Spent,
+    /// Offsets committed.
+    commits: u64,
+    /// With `measure_rss`, the memory after [`EARLY_RSS_AT`] commands and
+    /// at the end.
+    memory: Option<(Memory, Memory)>,
+}
+
 /// Runs a pool of `members` echo workers until it has committed
 /// `commands` records; the time that took and, with `measure_rss`, the
 /// resident memory after [`EARLY_RSS_AT`] commands and at the end.
@@ -302,7 +316,7 @@ async fn pool(
     members: usize,
     commands: u64,
     measure_rss: bool,
-) -> Result<(Spent, Option<(Memory, Memory)>), BenchError> {
+) -> Result<PoolRun, BenchError> {
     let shutdown = CancellationToken::new();
     let mut stats: Vec<Arc<WorkerStats>> = Vec::new();
     let mut tasks = Vec::new();
@@ -348,7 +362,14 @@ async fn pool(
         task.await
             .map_err(|e| BenchError::Options(e.to_string()))??;
     }
-    Ok((spent, early.zip(end)))
+    Ok(PoolRun {
+        spent,
+        commits: stats
+            .iter()
+            .map(|s| s.commits.load(Ordering::Relaxed))
+            .sum(),
+        memory: early.zip(end),
+    })
 }
 
 /// The payloads of every command on `commands`, by partition.
@@ -510,6 +531,7 @@ mod tests {
                     wall: Duration::from_secs(2),
                     cpu: Some(Duration::from_secs(3)),
                 },
+                commits: 4,
                 plain: Some(Spent {
                     wall: Duration::from_secs(1),
                     cpu: None,
@@ -528,7 +550,9 @@ mod tests {
         };
         let text = report.to_string();
         assert!(
-            text.contains("1 member :       500 commands/s (2.00 s, 3000.0 µs CPU a command)"),
+            text.contains(
+                "1 member :       500 commands/s (2.00 s, 3000.0 µs CPU a command, 250 a commit)"
+            ),
             "{text}"
         );
         assert!(
