@@ -167,11 +167,6 @@ impl Request {
             None => Ok(()),
         }
     }
-
-    /// The stream chunks this handler call published so far.
-    pub(crate) fn streamed(&self) -> Vec<Outgoing> {
-        crate::log::lock(&self.recorder).clone()
-    }
 }
 
 /// What a handler answers.

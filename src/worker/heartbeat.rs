@@ -29,13 +29,14 @@ pub(crate) struct Heartbeat<'a> {
 }
 
 impl Heartbeat<'_> {
-    /// Runs `work`, beating every interval while it runs, and fails it
-    /// (not retryably, `deadline_exceeded`) when it outlives the limit.
+    /// Runs `work`, started at `started`, beating every interval while it
+    /// runs, and fails it (not retryably, `deadline_exceeded`) when it
+    /// outlives the limit.
     pub async fn around(
         &self,
+        started: Instant,
         work: impl Future<Output = Result<HandlerReply, HandlerError>>,
     ) -> Result<HandlerReply, HandlerError> {
-        let started = Instant::now();
         tokio::pin!(work);
         // A handler done at once (the usual case) needs no timers at all.
         if let Poll::Ready(done) =

@@ -19,37 +19,49 @@ use crate::retry::RetryPolicy;
 use super::handler::{Handler, HandlerError, HandlerReply, Request};
 use super::heartbeat::Heartbeat;
 
-/// Runs `handler` on `request` until it succeeds, fails for good, or the
-/// retries of `retry` are used up; `request.attempt` counts the attempts.
-/// Each call runs inside `heartbeat` (progress beats, the hard limit) and
-/// is timed in `metrics` under the `operation` label.
+/// Runs `handler` on `first` until it succeeds, fails for good, or the
+/// retries of `retry` are used up; what it answered and how many attempts
+/// that took. A retry calls the handler with `again()`, the same request
+/// made anew (`None` when it cannot be: the last failure stands), unless a
+/// call `streamed` chunks. Each call runs inside `heartbeat` (progress
+/// beats, the hard limit) and is timed in `metrics` under the `operation`
+/// label.
+///
+/// The request is made again rather than copied before each call: a copy
+/// (the envelope and the body) would be paid by every record, a retry is
+/// rare.
 pub(super) async fn run_with_retries(
     handler: &dyn Handler,
-    request: &mut Request,
+    (first, again): (Request, impl Fn() -> Option<Request>),
+    streamed: impl Fn() -> bool,
     retry: &RetryPolicy,
     heartbeat: &Heartbeat<'_>,
     (metrics, operation): (&PoolMetrics, &str),
-) -> Result<HandlerReply, HandlerError> {
+) -> (Result<HandlerReply, HandlerError>, u32) {
+    let mut request = first;
+    let mut attempt = 1;
     loop {
-        let started = std::time::Instant::now();
-        let outcome = heartbeat.around(call(handler, request.clone())).await;
+        request.attempt = attempt;
+        // One reading of the clock serves the heartbeat and the metric.
+        let started = tokio::time::Instant::now();
+        let outcome = heartbeat.around(started, call(handler, request)).await;
         metrics.handler_time(operation, started.elapsed());
         match outcome {
-            Ok(reply) => return Ok(reply),
+            Ok(reply) => return (Ok(reply), attempt),
             // A retry after chunks went out would start a second stream the
             // reader has no use for; such a failure is final.
-            Err(error)
-                if error.retryable
-                    && retry.should_retry(request.attempt)
-                    && request.streamed().is_empty() =>
-            {
-                let delay = retry.delay_after(request.attempt, rand::random::<f64>());
-                tracing::info!(attempt = request.attempt, ?delay, %error, "retryable failure; trying again");
+            Err(error) if error.retryable && retry.should_retry(attempt) && !streamed() => {
+                let Some(next) = again() else {
+                    return (Err(error), attempt);
+                };
+                let delay = retry.delay_after(attempt, rand::random::<f64>());
+                tracing::info!(attempt, ?delay, %error, "retryable failure; trying again");
                 metrics.retry();
                 tokio::time::sleep(delay).await;
-                request.attempt += 1;
+                request = next;
+                attempt += 1;
             }
-            Err(error) => return Err(error),
+            Err(error) => return (Err(error), attempt),
         }
     }
 }

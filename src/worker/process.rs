@@ -233,7 +233,10 @@ impl Processor {
                 .zip(self.gate.as_ref().map(|(_, grants)| grants.as_ref())),
             handlers: &self.handlers,
         };
-        let dispatch = match admission.decide(&envelope, record, self.clock.now_micros()) {
+        // One reading of the clock serves the admission and, for a command
+        // without a key, the cancel lookahead below.
+        let now = self.clock.now_micros();
+        let dispatch = match admission.decide(&envelope, record, now) {
             Decision::Skip => return Ok(Outcome::skipped()),
             Decision::Refuse(refused) => {
                 if let Some(check) = refused.gate_check {
@@ -286,11 +289,13 @@ impl Processor {
         // of a batch that waited on the log a while may have its cancel
         // right behind it; a fresh one (the usual case of a pool keeping
         // up) costs no read.
-        let waited = Duration::from_micros(
-            self.clock
-                .now_micros()
-                .saturating_sub(record.timestamp_micros),
-        );
+        // (A keyed command may have waited for its key's claim since.)
+        let now = if scope.is_some() {
+            self.clock.now_micros()
+        } else {
+            now
+        };
+        let waited = Duration::from_micros(now.saturating_sub(record.timestamp_micros));
         let cancelled_early = match &reply_to {
             Some(to) if later.records.is_empty() && waited >= LOOKAHEAD_AFTER => {
                 cancelled_next(
@@ -368,13 +373,14 @@ impl Processor {
         let operation_label = self.handlers.metric_label(envelope.operation.as_deref());
         let recorder = Arc::new(Mutex::new(Vec::new()));
         let cancel = CancellationToken::new();
-        let mut request = Request {
+        let (content_type, claim_checked) = (resolved.content_type, resolved.claim_checked);
+        let request = |envelope, body| Request {
             envelope,
             position: record.position,
             timestamp_micros: record.timestamp_micros,
-            content_type: resolved.content_type,
-            body: resolved.body,
-            claim_checked: resolved.claim_checked,
+            content_type,
+            body,
+            claim_checked,
             attempt: 1,
             producer: self.producer.clone(),
             reply_to: reply_to.clone(),
@@ -383,6 +389,15 @@ impl Processor {
             cancel: cancel.clone(),
             commands: Some(commands.clone()),
         };
+        // A retry's request: the record decoded again (as it was once), with
+        // a claim-checked body kept from the first fetch.
+        let kept_body = claim_checked.then(|| resolved.body.clone());
+        let again = || {
+            let envelope = crate::record::envelope_of(record).ok()?;
+            let body = kept_body.clone().unwrap_or_else(|| envelope.body.clone());
+            Some(request(envelope, body))
+        };
+        let first = request(envelope, resolved.body);
         let heartbeat = super::heartbeat::Heartbeat {
             producer: &self.producer,
             to: reply_to.as_ref(),
@@ -411,7 +426,8 @@ impl Processor {
         let result = {
             let run = run_with_retries(
                 handler.as_ref(),
-                &mut request,
+                (first, again),
+                || !crate::log::lock(&recorder).is_empty(),
                 &self.retry,
                 &heartbeat,
                 (&self.metrics, operation_label),
@@ -420,8 +436,10 @@ impl Processor {
             let stale = self.fences.stale_after(fence, self.fence_check_every);
             tokio::pin!(stale, cancelled);
             // Task states go out once the handler has run a moment; a quick
-            // one's go out with its answer, in the same append.
-            let states_due = tokio::time::sleep(STATES_AFTER);
+            // one's go out with its answer, in the same append. The timer is
+            // made at its first poll: only a handler not done at once (and
+            // asked for states) needs one.
+            let states_due = async { tokio::time::sleep(STATES_AFTER).await };
             tokio::pin!(states_due);
             // A holder fenced while its handler runs stops it (an `--exec`
             // command's processes are killed): its outcome could not be
@@ -457,12 +475,13 @@ impl Processor {
                 }
             }
         };
-        let streamed = request.streamed();
+        let (result, attempts) = result;
+        let streamed = crate::log::lock(&recorder).clone();
         let mut outcome = self
             .outcome_of(
                 result,
                 record,
-                &request,
+                attempts,
                 &streamed,
                 scope,
                 reply_to.clone(),
@@ -487,7 +506,7 @@ impl Processor {
         &self,
         result: Result<HandlerReply, super::handler::HandlerError>,
         record: &LogRecord,
-        request: &Request,
+        attempts: u32,
         streamed: &[Outgoing],
         scope: Option<KeyScope>,
         reply_to: Option<ReplyTo>,
@@ -503,7 +522,7 @@ impl Processor {
                 let open_stream = open_stream_end(streamed);
                 let detail = format!(
                     "handler failed after {} attempt(s): {}",
-                    request.attempt, error.message
+                    attempts, error.message
                 );
                 // The message may be a whole transcript (an `--exec`
                 // handler's stderr); the reply carries a note of it.
@@ -512,7 +531,7 @@ impl Processor {
                 Ok(self.dead(
                     record,
                     reason,
-                    request.attempt,
+                    attempts,
                     detail,
                     reply_to.map(|to| ErrorReply {
                         open_stream,
@@ -546,7 +565,7 @@ impl Processor {
                             return Ok(self.dead(
                                 record,
                                 DeadLetterReason::Rejected,
-                                request.attempt,
+                                attempts,
                                 message,
                                 Some(ErrorReply::new(to.clone(), error)),
                             ));

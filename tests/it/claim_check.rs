@@ -66,6 +66,63 @@ async fn a_large_body_goes_through_the_blob_store_and_comes_back_intact() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retried_claim_checked_command_gets_its_fetched_body_again() {
+    on_every_fabric("claim-check-retry", |fabric| async move {
+        let (check, _) = claim_check(&fabric);
+        // Fails the first attempt; answers the second with what it was given.
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let calls = seen.clone();
+        let flaky = agdx::worker::handler_fn(move |request| {
+            let call = (
+                request.attempt,
+                request.body.clone(),
+                request.claim_checked,
+                request.content_type,
+            );
+            calls.lock().expect("calls").push(call);
+            async move {
+                if request.attempt == 1 {
+                    return Err(agdx::worker::HandlerError::retryable("not yet"));
+                }
+                Ok(agdx::worker::HandlerReply::raw(request.body))
+            }
+        });
+        let worker = Running::start(
+            Worker::new(
+                fabric.producer("echo").with_claim_check(check.clone()),
+                quick_config(fabric.dir.path().join("state")),
+            )
+            .handle("echo", flaky),
+        );
+        let requester = Requester::new(fabric.producer("asker").with_claim_check(check.clone()));
+        let body = big_body(4);
+        match requester
+            .ask(
+                CommandRequest::new("echo", body.clone()).to(agent_id("echo")),
+                ANSWER,
+            )
+            .await
+            .expect("ask")
+        {
+            Answer::Response(reply) => assert_eq!(
+                reply.body, body,
+                "the retry answered with the fetched bytes"
+            ),
+            other => panic!("expected a response, got {other:?}"),
+        }
+        let seen = seen.lock().expect("calls").clone();
+        let want = |attempt| (attempt, body.clone(), true, ContentType::Raw);
+        assert_eq!(
+            seen,
+            vec![want(1), want(2)],
+            "both attempts get the fetched body, not the reference"
+        );
+        worker.stop().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tampered_blob_is_rejected_with_a_message_naming_the_mismatch() {
     on_every_fabric("claim-check-tampered", |fabric| async move {
         let (check, store) = claim_check(&fabric);
