@@ -328,7 +328,7 @@ impl Producer {
         &self,
         requests: Vec<CommandRequest>,
     ) -> Result<PreparedBatch, ProduceError> {
-        let mut batch = PreparedBatch::default();
+        let mut batch = PreparedBatch::with_capacity(requests.len());
         let topology = &self.inner.topology;
         // With the shared routing every command goes to one topic, looked
         // up (and copied) once rather than per command.
@@ -680,7 +680,7 @@ impl Producer {
         topic: &TopicInfo,
         items: Vec<Outgoing>,
     ) -> Result<PreparedBatch, ProduceError> {
-        let mut batch = PreparedBatch::default();
+        let mut batch = PreparedBatch::with_capacity(items.len());
         for item in items {
             batch.push(
                 topic,

@@ -57,12 +57,9 @@ pub(crate) fn check_headers(headers: &Headers) -> Result<(), LogError> {
             )));
         }
     }
-    let mut names: Vec<&str> = headers.iter().map(|(name, _)| name.as_str()).collect();
-    names.sort_unstable();
-    if let Some(twice) = names.windows(2).find(|pair| pair[0] == pair[1]) {
+    if let Some(twice) = repeated_name(headers) {
         return Err(LogError::InvalidInput(format!(
-            "header '{}' appears twice on one record; give each header name one value",
-            twice[0]
+            "header '{twice}' appears twice on one record; give each header name one value"
         )));
     }
     let size = block_size(headers);
@@ -72,6 +69,27 @@ pub(crate) fn check_headers(headers: &Headers) -> Result<(), LogError> {
         )));
     }
     Ok(())
+}
+
+/// A name `headers` hold more than once, if any. A record carries a few
+/// headers (four on a command), so each is compared with those before it,
+/// with nothing allocated; many are sorted first.
+fn repeated_name(headers: &Headers) -> Option<&str> {
+    const COMPARED_IN_PLACE: usize = 16;
+    if headers.len() <= COMPARED_IN_PLACE {
+        return headers.iter().enumerate().find_map(|(i, (name, _))| {
+            headers[..i]
+                .iter()
+                .any(|(earlier, _)| earlier == name)
+                .then_some(name.as_str())
+        });
+    }
+    let mut names: Vec<&str> = headers.iter().map(|(name, _)| name.as_str()).collect();
+    names.sort_unstable();
+    names
+        .windows(2)
+        .find(|pair| pair[0] == pair[1])
+        .map(|pair| pair[0])
 }
 
 #[cfg(test)]
@@ -122,6 +140,15 @@ mod tests {
             ("a".into(), HeaderValue::u8(3)),
         ];
         assert!(refused(twice).contains("'a' appears twice"));
+        for count in [2, 16, 17, 40] {
+            let distinct: Headers = (0..count)
+                .map(|n| (format!("h{n}"), HeaderValue::u8(1)))
+                .collect();
+            check_headers(&distinct).unwrap();
+            let mut repeated = distinct;
+            repeated[count - 1].0 = "h0".into();
+            assert!(refused(repeated).contains("'h0' appears twice"), "{count}");
+        }
         let many: Headers = (0..200)
             .map(|n| (format!("{n:0>255}"), HeaderValue::string(&long[..255])))
             .collect();

@@ -54,6 +54,15 @@ pub struct PreparedBatch {
 }
 
 impl PreparedBatch {
+    /// An empty batch with room for `records` records' reports, so that
+    /// preparing a batch does not grow it record by record.
+    pub(super) fn with_capacity(records: usize) -> Self {
+        Self {
+            sent: Vec::with_capacity(records),
+            by_topic: Vec::new(),
+        }
+    }
+
     /// Adds `prepared`, bound for `topic`, after what the batch holds.
     pub(super) fn push(&mut self, topic: &TopicInfo, prepared: Prepared) {
         let Prepared { sent, record } = prepared;

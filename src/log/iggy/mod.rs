@@ -62,8 +62,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use iggy::prelude::{
     CompressionAlgorithm, Consumer, ConsumerGroupClient, ConsumerOffsetClient, Identifier,
-    IggyError, IggyExpiry, MAX_PAYLOAD_SIZE, MaxTopicSize, MessageClient, Partitioning,
-    PolledMessages, PollingStrategy, TopicClient,
+    IggyError, IggyExpiry, IggyTimestamp, MAX_PAYLOAD_SIZE, MaxTopicSize, MessageClient,
+    Partitioning, PolledMessages, PollingStrategy, TopicClient,
 };
 
 use self::connection::Connection;
@@ -178,6 +178,9 @@ pub struct IggyLog {
     flushes: dashmap::DashMap<(u32, u32, u32), Arc<FlushGroup>>,
     /// What the polls of each partition saw last, by (stream, topic, partition).
     reading: dashmap::DashMap<(u32, u32, u32), Reading>,
+    /// The entries of [`APPENDED`] this handle used, by (stream, topic,
+    /// partition): found without naming the server each time.
+    appended: dashmap::DashMap<(u32, u32, u32), Arc<Appended>>,
 }
 
 /// What the last polls of a partition that found records saw.
@@ -276,6 +279,7 @@ impl IggyLog {
             reader: Consumer::default(),
             flushes: dashmap::DashMap::new(),
             reading: dashmap::DashMap::new(),
+            appended: dashmap::DashMap::new(),
         })
     }
 
@@ -309,13 +313,16 @@ impl IggyLog {
 
     /// The wake-up of a partition, shared by the handles of this process.
     fn appended(&self, topic: &TopicInfo, partition: u32) -> Arc<Appended> {
-        let key = (
-            self.target.describe(),
-            topic.stream_id,
-            topic.topic_id,
-            partition,
-        );
-        APPENDED.entry(key).or_default().clone()
+        let key = (topic.stream_id, topic.topic_id, partition);
+        if let Some(appended) = self.appended.get(&key) {
+            return appended.clone();
+        }
+        let (stream, topic, partition) = key;
+        let shared = APPENDED
+            .entry((self.target.describe(), stream, topic, partition))
+            .or_default()
+            .clone();
+        self.appended.entry(key).or_insert(shared).clone()
     }
 
     fn client(&self) -> &iggy::prelude::IggyClient {
@@ -510,10 +517,11 @@ impl Log for IggyLog {
         records: Vec<OutgoingRecord>,
     ) -> Result<(), LogError> {
         super::check_append(topic, partition, &records, MAX_RECORD_BYTES)?;
-        let mut messages = records
+        let sent_at = IggyTimestamp::now().as_micros();
+        let mut messages: Vec<_> = records
             .into_iter()
-            .map(records::to_message)
-            .collect::<Result<Vec<_>, _>>()?;
+            .map(|record| records::to_message(record, sent_at))
+            .collect();
         let (stream, topic_id) = (numeric(topic.stream_id)?, numeric(topic.topic_id)?);
         let client = self.appending_client().await?;
         let in_flight = self.appended(topic, partition).start();

@@ -8,7 +8,7 @@
 
 use agdx_wire::{HeaderKind, HeaderValue, Headers};
 use bytes::{BufMut, Bytes, BytesMut};
-use iggy::prelude::{HeaderKind as IggyHeaderKind, IggyMessage};
+use iggy::prelude::{HeaderKind as IggyHeaderKind, IggyMessage, IggyMessageHeader};
 
 use crate::log::headers::block_size;
 use crate::log::{Damage, LogError, LogRecord, OutgoingRecord, TopicInfo};
@@ -118,18 +118,25 @@ fn decode_headers(mut block: &[u8]) -> Result<Headers, String> {
 }
 
 /// The Iggy message for `record`, which [`crate::log::check_append`] has
-/// checked.
-pub(crate) fn to_message(record: OutgoingRecord) -> Result<IggyMessage, LogError> {
-    let headers = encode_headers(&record.headers);
-    let mut message = IggyMessage::builder()
-        .payload(record.payload)
-        .build()
-        .map_err(|e| LogError::InvalidInput(format!("Iggy rejects the record: {e}")))?;
-    if let Some(block) = headers {
-        message.header.user_headers_length = u32::try_from(block.len()).unwrap_or(u32::MAX);
-        message.user_headers = Some(block);
+/// checked (a payload of 1 to [`super::MAX_RECORD_BYTES`] bytes, headers
+/// within Iggy's limits). `sent_at` is its origin timestamp in
+/// microseconds since the epoch, one reading for all the records of an
+/// append, as they leave together.
+pub(crate) fn to_message(record: OutgoingRecord, sent_at: u64) -> IggyMessage {
+    let OutgoingRecord { headers, payload } = record;
+    let user_headers = encode_headers(&headers);
+    IggyMessage {
+        header: IggyMessageHeader {
+            origin_timestamp: sent_at,
+            user_headers_length: user_headers
+                .as_ref()
+                .map_or(0, |block| u32::try_from(block.len()).unwrap_or(u32::MAX)),
+            payload_length: u32::try_from(payload.len()).unwrap_or(u32::MAX),
+            ..IggyMessageHeader::default()
+        },
+        payload,
+        user_headers,
     }
-    Ok(message)
 }
 
 /// The record a polled message holds. A malformed header block (any Iggy
@@ -183,11 +190,13 @@ mod tests {
 
     #[test]
     fn headers_read_by_the_iggy_map_api() {
-        let message = to_message(OutgoingRecord {
-            headers: headers(),
-            payload: Bytes::from_static(b"x"),
-        })
-        .unwrap();
+        let message = to_message(
+            OutgoingRecord {
+                headers: headers(),
+                payload: Bytes::from_static(b"x"),
+            },
+            7,
+        );
         let map = message.user_headers_map().unwrap().unwrap();
         let key = iggy::prelude::HeaderKey::try_from("gen_ai.conversation.id").unwrap();
         assert_eq!(
@@ -196,6 +205,25 @@ mod tests {
         );
         let key = iggy::prelude::HeaderKey::try_from("agdx.ct").unwrap();
         assert_eq!(map[&key].as_uint8().unwrap(), 3);
+    }
+
+    #[test]
+    fn a_message_is_what_iggys_builder_makes() {
+        let payload = Bytes::from_static(b"payload");
+        let mut built = IggyMessage::builder()
+            .payload(payload.clone())
+            .build()
+            .unwrap();
+        built.header.origin_timestamp = 42;
+        let record = |headers| OutgoingRecord {
+            headers,
+            payload: payload.clone(),
+        };
+        assert_eq!(to_message(record(Vec::new()), 42), built);
+        let with_headers = to_message(record(headers()), 42);
+        built.user_headers = encode_headers(&headers());
+        built.header.user_headers_length = u32::try_from(block_size(&headers())).unwrap();
+        assert_eq!(with_headers, built);
     }
 
     #[test]
