@@ -429,17 +429,20 @@ fn rss_kib() -> Option<i64> {
         .ok()
 }
 
-/// The CPU time (user and system) the process has used so far, from
-/// `/proc/self/stat` (in the kernel's 1/100 s ticks); `None` where that is
-/// not there.
+/// The CPU time (user and system) this process has used so far, every
+/// thread; `None` where the system does not say.
+#[allow(unsafe_code, reason = "std does not report a process's CPU time")]
 fn cpu_time() -> Option<std::time::Duration> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    // The command name in parentheses may hold spaces; fields count after it.
-    let (_, rest) = stat.rsplit_once(')')?;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // utime and stime are fields 14 and 15 of the whole line.
-    let ticks = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
-    Some(std::time::Duration::from_millis(ticks * 10))
+    // SAFETY: getrusage only writes the struct it is given.
+    let usage = unsafe {
+        let mut usage = std::mem::zeroed::<libc::rusage>();
+        (libc::getrusage(libc::RUSAGE_SELF, &mut usage) == 0).then_some(usage)
+    }?;
+    let time = |t: libc::timeval| {
+        std::time::Duration::from_secs(t.tv_sec.max(0) as u64)
+            + std::time::Duration::from_micros(t.tv_usec.max(0) as u64)
+    };
+    Some(time(usage.ru_utime) + time(usage.ru_stime))
 }
 
 /// The wall-clock and CPU time of a stretch of work.

@@ -541,25 +541,12 @@ async fn breakdown(
 /// The CPU time the process used while `work` ran, as a share of one core
 /// of `interval` (the time `work` is meant to take).
 async fn cpu_share(interval: Duration, work: impl std::future::Future<Output = ()>) -> f64 {
-    let (cpu, wall) = (process_cpu(), Instant::now());
+    let (cpu, wall) = (super::cpu_time(), Instant::now());
     work.await;
-    let used = process_cpu().saturating_sub(cpu);
+    let used = super::cpu_time()
+        .zip(cpu)
+        .map_or(Duration::ZERO, |(now, then)| now.saturating_sub(then));
     used.as_secs_f64() / wall.elapsed().max(interval).as_secs_f64()
-}
-
-/// The CPU time (user and system) of this process so far, every thread.
-#[allow(unsafe_code, reason = "std does not report a process's CPU time")]
-fn process_cpu() -> Duration {
-    // SAFETY: getrusage only writes the struct it is given.
-    let usage = unsafe {
-        let mut usage = std::mem::zeroed::<libc::rusage>();
-        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
-        usage
-    };
-    let time = |t: libc::timeval| {
-        Duration::from_secs(t.tv_sec.max(0) as u64) + Duration::from_micros(t.tv_usec.max(0) as u64)
-    };
-    time(usage.ru_utime) + time(usage.ru_stime)
 }
 
 /// The plain client's ping-pong pairs: a pinger connection and a ponger

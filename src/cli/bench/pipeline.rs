@@ -100,21 +100,56 @@ pub struct PipelineBenchReport {
     pub drain: Duration,
     /// The durability both clients appended with, on Iggy.
     pub durability: Option<Durability>,
+    /// The process's CPU time over each phase's turns.
+    pub cpu: PhaseCpu,
 }
 
-/// One phase's line of the report.
+/// The CPU time (user and system, every thread) the process used over the
+/// turns of each phase, summed; `None` where the system does not report it
+/// or the phase did not run. The two sides take turns, so each turn's CPU
+/// is that side's, with the client's own tasks (and, overlapped, the
+/// preparing task) in it.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct PhaseCpu {
+    /// Preparing, in turn.
+    pub prepare: Option<Duration>,
+    /// Our appends, in turn.
+    pub append: Option<Duration>,
+    /// The plain client's sends beside the in-turn pass.
+    pub plain_append: Option<Duration>,
+    /// Publishing, overlapped, end to end.
+    pub publish: Option<Duration>,
+    /// The plain client's sends beside the overlapped pass.
+    pub plain_publish: Option<Duration>,
+}
+
+/// Adds the CPU time used since `since` (a [`super::cpu_time`] reading)
+/// to `total`.
+fn add_cpu(total: &mut Option<Duration>, since: Option<Duration>) {
+    if let Some(used) = super::cpu_time()
+        .zip(since)
+        .map(|(now, then)| now.saturating_sub(then))
+    {
+        *total = Some(total.unwrap_or_default() + used);
+    }
+}
+
+/// One phase's line of the report, with its CPU a command when known.
 fn line(
     f: &mut fmt::Formatter<'_>,
     name: &str,
-    rate: f64,
-    time: Duration,
+    (rate, time, cpu): (f64, Duration, Option<f64>),
     what: &str,
 ) -> fmt::Result {
-    writeln!(
+    write!(
         f,
-        "  {name:<8} {rate:>10.0} commands/s ({:.2} s; {what})",
+        "  {name:<8} {rate:>10.0} commands/s ({:.2} s",
         time.as_secs_f64()
-    )
+    )?;
+    if let Some(cpu) = cpu {
+        write!(f, ", {cpu:.2} µs CPU a command")?;
+    }
+    writeln!(f, "; {what})")
 }
 
 /// `commands` over `elapsed`, per second.
@@ -126,9 +161,10 @@ impl PipelineBenchReport {
     fn rate(&self, elapsed: Duration) -> f64 {
         per_sec(self.options.commands, elapsed)
     }
-    /// Commands prepared per second (no append).
-    pub fn prepare_per_sec(&self) -> f64 {
-        self.rate(self.prepare)
+    /// A phase's rate, time and CPU a command in microseconds.
+    fn phase(&self, time: Duration, cpu: Option<Duration>) -> (f64, Duration, Option<f64>) {
+        let per_command = cpu.map(|cpu| cpu.as_secs_f64() * 1e6 / self.options.commands as f64);
+        (self.rate(time), time, per_command)
     }
     /// Prepared commands appended per second.
     pub fn append_per_sec(&self) -> f64 {
@@ -142,10 +178,6 @@ impl PipelineBenchReport {
     /// Commands published per second with preparing overlapped.
     pub fn publish_per_sec(&self) -> f64 {
         self.rate(self.publish)
-    }
-    /// Prepared commands appended per second in the overlapped pass.
-    pub fn overlapped_append_per_sec(&self) -> f64 {
-        self.rate(self.overlapped_append)
     }
     /// Commands handled, answered and committed per second (both passes').
     pub fn drain_per_sec(&self) -> f64 {
@@ -198,26 +230,24 @@ impl fmt::Display for PipelineBenchReport {
             o.partitions
         )?;
         writeln!(f, " in turn: each batch prepared, then appended")?;
+        let cpu = self.cpu;
         line(
             f,
             "prepare",
-            self.prepare_per_sec(),
-            self.prepare,
+            self.phase(self.prepare, cpu.prepare),
             "build, validate, encode, headers, partition; ours alone",
         )?;
         line(
             f,
             "append",
-            self.append_per_sec(),
-            self.append,
+            self.phase(self.append, cpu.append),
             "the prepared batches",
         )?;
-        if let (Some(plain), Some(rate)) = (self.plain_append, self.plain_append_per_sec()) {
+        if let Some(plain) = self.plain_append {
             line(
                 f,
                 "plain",
-                rate,
-                plain,
+                self.phase(plain, cpu.plain_append),
                 "the plain iggy client sending the same records",
             )?;
         }
@@ -235,27 +265,20 @@ impl fmt::Display for PipelineBenchReport {
         line(
             f,
             "publish",
-            self.publish_per_sec(),
-            self.publish,
+            self.phase(self.publish, cpu.publish),
             "end to end",
         )?;
         line(
             f,
             "append",
-            self.overlapped_append_per_sec(),
-            self.overlapped_append,
+            self.phase(self.overlapped_append, None),
             "its appends alone, each beside the next batch's preparing",
         )?;
-        if let (Some(plain), Some(rate), Some(ratio)) = (
-            self.plain_publish,
-            self.plain_publish_per_sec(),
-            self.publish_ratio(),
-        ) {
+        if let (Some(plain), Some(ratio)) = (self.plain_publish, self.publish_ratio()) {
             line(
                 f,
                 "plain",
-                rate,
-                plain,
+                self.phase(plain, cpu.plain_publish),
                 "the plain iggy client sending the same records",
             )?;
             writeln!(f, "  publish ratio ours/plain {ratio:.2} (end to end)")?;
@@ -342,6 +365,7 @@ pub async fn run_pipeline_bench(
         overlapped_append: Duration::ZERO,
     };
     let (mut plain_append, mut plain_publish) = (Duration::ZERO, Duration::ZERO);
+    let mut cpu = PhaseCpu::default();
     for round in 0..sizes.len() {
         let mut turns = [
             Turn::Ours(Pass::InTurn),
@@ -354,13 +378,21 @@ pub async fn run_pipeline_bench(
         }
         for turn in turns {
             match turn {
-                Turn::Ours(Pass::InTurn) => ours.in_turn().await?,
-                Turn::Ours(Pass::Overlapped) => ours.overlapped().await?,
+                Turn::Ours(Pass::InTurn) => ours.in_turn(&mut cpu).await?,
+                Turn::Ours(Pass::Overlapped) => {
+                    let since = super::cpu_time();
+                    ours.overlapped().await?;
+                    add_cpu(&mut cpu.publish, since);
+                }
                 Turn::Plain(pass @ Pass::InTurn) => {
+                    let since = super::cpu_time();
                     plain_append += plain_turn(&mut plain, pass, round).await?;
+                    add_cpu(&mut cpu.plain_append, since);
                 }
                 Turn::Plain(pass @ Pass::Overlapped) => {
+                    let since = super::cpu_time();
                     plain_publish += plain_turn(&mut plain, pass, round).await?;
+                    add_cpu(&mut cpu.plain_publish, since);
                 }
             }
         }
@@ -370,7 +402,10 @@ pub async fn run_pipeline_bench(
             plain.client.close().await;
             (Some(plain_append), Some(plain_publish))
         }
-        None => (None, None),
+        None => {
+            (cpu.plain_append, cpu.plain_publish) = (None, None);
+            (None, None)
+        }
     };
     let Ours {
         prepare,
@@ -413,6 +448,7 @@ pub async fn run_pipeline_bench(
         plain_publish,
         drain,
         durability,
+        cpu,
     })
 }
 
@@ -465,15 +501,17 @@ struct Ours {
 
 impl Ours {
     /// The in-turn pass's next batch: prepared, then appended, the two
-    /// phases timed apart.
-    async fn in_turn(&mut self) -> Result<(), BenchError> {
+    /// phases timed apart (wall-clock and CPU).
+    async fn in_turn(&mut self, cpu: &mut PhaseCpu) -> Result<(), BenchError> {
         let Some(requests) = self.in_turn.next() else {
             return Ok(());
         };
-        let started = Instant::now();
+        let (started, since) = (Instant::now(), super::cpu_time());
         let prepared = self.producer.prepare_commands(requests).await?;
-        let prepared_at = Instant::now();
+        let (prepared_at, prepared_cpu) = (Instant::now(), super::cpu_time());
+        add_cpu(&mut cpu.prepare, since);
         self.producer.publish_prepared(prepared).await?;
+        add_cpu(&mut cpu.append, prepared_cpu);
         self.prepare += prepared_at - started;
         self.append += prepared_at.elapsed();
         Ok(())
@@ -583,8 +621,12 @@ mod tests {
             plain_publish: Some(Duration::from_secs(1)),
             drain: Duration::from_secs(4),
             durability: Some(Durability::Server),
+            cpu: PhaseCpu {
+                prepare: Some(Duration::from_millis(250)),
+                plain_append: Some(Duration::from_millis(500)),
+                ..PhaseCpu::default()
+            },
         };
-        assert_eq!(report.prepare_per_sec(), 2000.0);
         assert_eq!(report.append_ratio(), Some(1000.0 / 1500.0));
         assert_eq!(report.in_turn_ratio(), Some(0.5));
         assert_eq!(report.publish_ratio(), Some(0.8));
@@ -594,7 +636,9 @@ mod tests {
             "append ratio ours/plain 0.67",
             "prepare+append ratio ours/plain 0.50",
             "publish ratio ours/plain 0.80",
-            "prepare        2000 commands/s",
+            "prepare        2000 commands/s (0.50 s, 250.00 µs CPU a command; build",
+            "append          667 commands/s (1.50 s; the prepared batches)",
+            "plain          1000 commands/s (1.00 s, 500.00 µs CPU a command; the plain",
             "append          625 commands/s (1.60 s; its appends alone",
             "2000 commands of both passes",
             "durability=server",
