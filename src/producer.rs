@@ -309,19 +309,32 @@ impl Producer {
     /// prepared when one is refused.
     ///
     /// Preparing is CPU work (plus the blob writes of a claim check), so a
-    /// producer that sends batch after batch can prepare the next batch on
-    /// another task while the log appends the current one. The checks hold as of preparing: a target
-    /// quarantined afterwards still gets the batch.
+    /// producer that sends batch after batch can prepare the next batch
+    /// while the log appends the current one: join the two on one task,
+    /// the append first, so that its requests are on their way while the
+    /// next batch is prepared. (Preparing on another task costs more CPU:
+    /// each batch's memory crosses threads, and the tasks wake each other.)
+    /// The checks hold as of preparing: a target quarantined afterwards
+    /// still gets the batch.
     ///
     /// ```no_run
     /// # async fn demo(producer: agdx::Producer) -> Result<(), agdx::ProduceError> {
     /// use agdx::CommandRequest;
-    /// let requests = (0..100)
-    ///     .map(|i| CommandRequest::new("summarize", format!("incident {i}").into_bytes()))
-    ///     .collect();
-    /// let batch = producer.prepare_commands(requests).await?;
-    /// let sent = producer.publish_prepared(batch).await?;
-    /// assert_eq!(sent.len(), 100);
+    /// let batch = |n: usize| -> Vec<CommandRequest> {
+    ///     (0..100)
+    ///         .map(|i| CommandRequest::new("summarize", format!("incident {n}.{i}").into_bytes()))
+    ///         .collect()
+    /// };
+    /// let mut ready = producer.prepare_commands(batch(0)).await?;
+    /// for n in 1..10 {
+    ///     let (sent, next) = tokio::join!(
+    ///         producer.publish_prepared(ready),
+    ///         producer.prepare_commands(batch(n)),
+    ///     );
+    ///     assert_eq!(sent?.len(), 100);
+    ///     ready = next?;
+    /// }
+    /// producer.publish_prepared(ready).await?;
     /// # Ok(()) }
     /// ```
     pub async fn prepare_commands(

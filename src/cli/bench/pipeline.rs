@@ -8,11 +8,12 @@
 //! - in turn: each batch prepared ([`Producer::prepare_commands`]: build,
 //!   validate, encode, headers, partition), then appended
 //!   ([`Producer::publish_prepared`]), the two phases timed apart;
-//! - overlapped: the next batch is prepared on a task of its own while the
-//!   current one is appended, timed as a whole (a batch's turn ends when its
-//!   append and the next batch's preparing are both done, so no preparing
-//!   hides in other turns), and its appends apart: against the in-turn
-//!   appends, what preparing beside them costs.
+//! - overlapped: the next batch is prepared while the current one is
+//!   appended (the two joined on one task, the append polled first), timed
+//!   as a whole (a batch's turn ends when its append and the next batch's
+//!   preparing are both done, so no preparing hides in other turns), and
+//!   its appends apart: against the in-turn appends, what preparing beside
+//!   them costs.
 //!
 //! With a [`PlainIggyTarget`], the plain `iggy` client publishes the same
 //! number of commands alongside each pass, on a connection of its own, into
@@ -518,8 +519,10 @@ impl Ours {
     }
 
     /// The overlapped pass's next batch: appended while the batch after it
-    /// is prepared on a task of its own. The turn lasts until both are
-    /// done, so no preparing runs during the plain client's turns.
+    /// is prepared, both on this task (the append is polled first, so its
+    /// requests are on their way while the next batch is prepared). The
+    /// turn lasts until both are done, so no preparing runs during the
+    /// plain client's turns.
     async fn overlapped(&mut self) -> Result<(), BenchError> {
         let started = Instant::now();
         let current = match self.ready.take() {
@@ -530,19 +533,22 @@ impl Ours {
                 None => return Ok(()),
             },
         };
-        let next = self.overlapped.next().map(|requests| {
-            let producer = self.producer.clone();
-            tokio::spawn(async move { producer.prepare_commands(requests).await })
-        });
-        let appending = Instant::now();
-        self.producer.publish_prepared(current).await?;
-        self.overlapped_append += appending.elapsed();
-        if let Some(next) = next {
-            let prepared = next
-                .await
-                .map_err(|e| BenchError::Options(format!("preparing a batch: {e}")))??;
-            self.ready = Some(prepared);
-        }
+        let next = self.overlapped.next();
+        let producer = &self.producer;
+        let append = async {
+            let appending = Instant::now();
+            producer.publish_prepared(current).await?;
+            Ok::<_, BenchError>(appending.elapsed())
+        };
+        let prepare = async {
+            match next {
+                Some(requests) => producer.prepare_commands(requests).await.map(Some),
+                None => Ok(None),
+            }
+        };
+        let (appended, prepared) = tokio::join!(append, prepare);
+        self.overlapped_append += appended?;
+        self.ready = prepared?;
         self.publish += started.elapsed();
         Ok(())
     }
