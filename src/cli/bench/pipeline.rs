@@ -108,8 +108,8 @@ pub struct PipelineBenchReport {
 /// The CPU time (user and system, every thread) the process used over the
 /// turns of each phase, summed; `None` where the system does not report it
 /// or the phase did not run. The two sides take turns, so each turn's CPU
-/// is that side's, with the client's own tasks (and, overlapped, the
-/// preparing task) in it.
+/// is that side's, with the client's own tasks (and, overlapped, the next
+/// batch's preparing) in it.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct PhaseCpu {
     /// Preparing, in turn.
