@@ -1,7 +1,7 @@
 //! Reading agent records: the envelope and what the headers say about it.
 
 use agdx_wire::{
-    AgentEnvelope, ContentType, HEADER_CONTENT_TYPE, HEADER_WIRE_VERSION, HeaderValue,
+    AgentEnvelope, ContentType, HEADER_CONTENT_TYPE, HEADER_WIRE_VERSION, HeaderName, HeaderValue,
     WIRE_VERSION, WireError,
 };
 
@@ -71,11 +71,11 @@ pub fn envelope_of(record: &LogRecord) -> Result<AgentEnvelope, RecordError> {
 pub(crate) fn capsule_record(payload: Vec<u8>) -> OutgoingRecord {
     let headers = vec![
         (
-            HEADER_CONTENT_TYPE.to_owned(),
+            HeaderName::Borrowed(HEADER_CONTENT_TYPE),
             HeaderValue::u8(ContentType::Cbor.code()),
         ),
         (
-            HEADER_WIRE_VERSION.to_owned(),
+            HeaderName::Borrowed(HEADER_WIRE_VERSION),
             HeaderValue::u32(WIRE_VERSION),
         ),
     ];
@@ -101,7 +101,7 @@ mod tests {
         let mut headers = record_headers(&event, ContentType::Raw);
         headers.retain(|(key, _)| key != HEADER_WIRE_VERSION);
         if let Some(value) = version {
-            headers.push((HEADER_WIRE_VERSION.to_owned(), value));
+            headers.push((HEADER_WIRE_VERSION.into(), value));
         }
         LogRecord {
             position: "1/2/0/7".parse::<LogPosition>().unwrap(),

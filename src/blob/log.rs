@@ -22,7 +22,7 @@ use std::str::FromStr;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use agdx_wire::{HeaderKind, HeaderValue};
+use agdx_wire::{HeaderBytes, HeaderKind, HeaderName, HeaderValue};
 use async_trait::async_trait;
 use bytes::Bytes;
 
@@ -165,8 +165,8 @@ struct ChunkTag {
 }
 
 impl ChunkTag {
-    fn header(&self) -> (String, HeaderValue) {
-        let mut bytes = Vec::with_capacity(HEADER_BLOB_LEN);
+    fn header(&self) -> (HeaderName, HeaderValue) {
+        let mut bytes = HeaderBytes::new();
         bytes.extend_from_slice(&self.id);
         bytes.extend_from_slice(&self.index.to_be_bytes());
         bytes.extend_from_slice(&self.count.to_be_bytes());
@@ -174,7 +174,7 @@ impl ChunkTag {
             kind: HeaderKind::Raw,
             bytes,
         };
-        (HEADER_BLOB.to_owned(), value)
+        (HeaderName::Borrowed(HEADER_BLOB), value)
     }
 
     /// The tag of a record, `None` when it is not a chunk of a blob.

@@ -46,7 +46,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use agdx_wire::{HeaderKind, HeaderValue};
+use agdx_wire::{HeaderBytes, HeaderKind, HeaderName, HeaderValue};
 use tokio::sync::Mutex;
 
 use crate::log::{LogError, LogRecord, OutgoingRecord, SharedLog, TopicInfo};
@@ -750,12 +750,12 @@ pub(crate) fn set_fence(envelope: &mut agdx_wire::AgentEnvelope, fence: u64) {
 }
 
 /// The [`FENCE_HEADER`] value of `fence`.
-pub(crate) fn fence_header(fence: u64) -> (String, HeaderValue) {
+pub(crate) fn fence_header(fence: u64) -> (HeaderName, HeaderValue) {
     (
-        FENCE_HEADER.to_owned(),
+        HeaderName::Borrowed(FENCE_HEADER),
         HeaderValue {
             kind: HeaderKind::Raw,
-            bytes: fence.to_le_bytes().to_vec(),
+            bytes: HeaderBytes::from_slice(&fence.to_le_bytes()),
         },
     )
 }

@@ -81,10 +81,10 @@ fn repeated_name(headers: &Headers) -> Option<&str> {
             headers[..i]
                 .iter()
                 .any(|(earlier, _)| earlier == name)
-                .then_some(name.as_str())
+                .then_some(name.as_ref())
         });
     }
-    let mut names: Vec<&str> = headers.iter().map(|(name, _)| name.as_str()).collect();
+    let mut names: Vec<&str> = headers.iter().map(|(name, _)| name.as_ref()).collect();
     names.sort_unstable();
     names
         .windows(2)
@@ -92,9 +92,21 @@ fn repeated_name(headers: &Headers) -> Option<&str> {
         .map(|pair| pair[0])
 }
 
+/// Asserts that headers a backend read back name the agent record keys by
+/// their constants (borrowed: reading a record allocates nothing for its
+/// names) and any other name owned.
+#[cfg(test)]
+pub(crate) fn assert_names_as_read(headers: &Headers) {
+    for (name, _) in headers {
+        let borrowed = matches!(name, std::borrow::Cow::Borrowed(_));
+        let known = agdx_wire::agent_record_header_kind(name).is_some();
+        assert_eq!(borrowed, known, "header {name:?}");
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use agdx_wire::HeaderValue;
+    use agdx_wire::{HeaderBytes, HeaderValue};
 
     use super::*;
 
@@ -108,10 +120,10 @@ mod tests {
     #[test]
     fn accepts_the_agdx_headers() {
         let headers = vec![
-            ("agdx.ct".to_owned(), HeaderValue::u8(3)),
-            ("agdx.av".to_owned(), HeaderValue::u32(1)),
-            ("gen_ai.conversation.id".to_owned(), HeaderValue::u128(7)),
-            ("agdx.to".to_owned(), HeaderValue::string("billing")),
+            ("agdx.ct".into(), HeaderValue::u8(3)),
+            ("agdx.av".into(), HeaderValue::u32(1)),
+            ("gen_ai.conversation.id".into(), HeaderValue::u128(7)),
+            ("agdx.to".into(), HeaderValue::string("billing")),
         ];
         check_headers(&headers).unwrap();
         check_headers(&Vec::new()).unwrap();
@@ -120,18 +132,18 @@ mod tests {
     #[test]
     fn refuses_what_iggy_refuses() {
         let long = "x".repeat(MAX_HEADER_FIELD + 1);
-        assert!(refused(vec![(String::new(), HeaderValue::u8(1))]).contains("1 to 255"));
-        assert!(refused(vec![(long.clone(), HeaderValue::u8(1))]).contains("1 to 255"));
+        assert!(refused(vec![("".into(), HeaderValue::u8(1))]).contains("1 to 255"));
+        assert!(refused(vec![(long.clone().into(), HeaderValue::u8(1))]).contains("1 to 255"));
         assert!(refused(vec![("a".into(), HeaderValue::string(""))]).contains("1 to 255"));
         assert!(refused(vec![("a".into(), HeaderValue::string(&long))]).contains("1 to 255"));
         let narrow = HeaderValue {
             kind: HeaderKind::Uint32,
-            bytes: vec![1, 2],
+            bytes: HeaderBytes::from_slice(&[1, 2]),
         };
         assert!(refused(vec![("a".into(), narrow)]).contains("exactly 4 bytes"));
         let not_utf8 = HeaderValue {
             kind: HeaderKind::String,
-            bytes: vec![0xff],
+            bytes: HeaderBytes::from_slice(&[0xff]),
         };
         assert!(refused(vec![("a".into(), not_utf8)]).contains("UTF-8"));
         let twice = vec![
@@ -142,7 +154,7 @@ mod tests {
         assert!(refused(twice).contains("'a' appears twice"));
         for count in [2, 16, 17, 40] {
             let distinct: Headers = (0..count)
-                .map(|n| (format!("h{n}"), HeaderValue::u8(1)))
+                .map(|n| (format!("h{n}").into(), HeaderValue::u8(1)))
                 .collect();
             check_headers(&distinct).unwrap();
             let mut repeated = distinct;
@@ -150,7 +162,12 @@ mod tests {
             assert!(refused(repeated).contains("'h0' appears twice"), "{count}");
         }
         let many: Headers = (0..200)
-            .map(|n| (format!("{n:0>255}"), HeaderValue::string(&long[..255])))
+            .map(|n| {
+                (
+                    format!("{n:0>255}").into(),
+                    HeaderValue::string(&long[..255]),
+                )
+            })
             .collect();
         assert!(refused(many).contains("at most 100000 bytes"));
     }

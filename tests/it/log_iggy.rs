@@ -150,13 +150,13 @@ async fn topic_ids_are_the_servers_and_headers_are_typed_iggy_headers() {
 
     let conversation: u128 = 0x0196_3c5e_8a1b_7c2d_9e3f_4a5b_6c7d_8e9f;
     let headers = vec![
-        ("agdx.ct".to_owned(), HeaderValue::u8(2)),
-        ("agdx.av".to_owned(), HeaderValue::u32(1)),
+        ("agdx.ct".into(), HeaderValue::u8(2)),
+        ("agdx.av".into(), HeaderValue::u32(1)),
         (
-            "gen_ai.conversation.id".to_owned(),
+            "gen_ai.conversation.id".into(),
             HeaderValue::u128(conversation),
         ),
-        ("agdx.to".to_owned(), HeaderValue::string("billing")),
+        ("agdx.to".into(), HeaderValue::string("billing")),
     ];
     let sent = OutgoingRecord {
         headers: headers.clone(),

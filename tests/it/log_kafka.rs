@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use agdx::log::kafka::KafkaLog;
 use agdx::log::{Cause, LogError, OutgoingRecord, SharedLog, TopicInfo};
-use agdx::wire::{HeaderKind, HeaderValue, Headers};
+use agdx::wire::{HeaderBytes, HeaderKind, HeaderValue, Headers};
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::message::{Header, Headers as _, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};
@@ -217,10 +217,10 @@ async fn records_from_other_clients_are_read_and_malformed_headers_make_a_corrup
     assert_eq!(
         first[0].headers,
         vec![(
-            "x-trace".to_owned(),
+            "x-trace".into(),
             HeaderValue {
                 kind: HeaderKind::Raw,
-                bytes: b"abc".to_vec()
+                bytes: HeaderBytes::from_slice(b"abc")
             }
         )]
     );

@@ -4,8 +4,11 @@
 //! bytes (numbers little-endian), so a header built here goes to Iggy and to
 //! the embedded log unchanged.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::str::FromStr;
+
+use smallvec::SmallVec;
 
 use crate::dictionary::ContentType;
 use crate::envelope::AgentEnvelope;
@@ -108,36 +111,45 @@ pub struct HeaderValue {
     /// The value's kind.
     pub kind: HeaderKind,
     /// The value's bytes (numbers little-endian).
-    pub bytes: Vec<u8>,
+    pub bytes: HeaderBytes,
 }
+
+/// A header value's bytes: up to 24 kept inline (every number, an id, most
+/// agent ids), longer ones on the heap.
+pub type HeaderBytes = SmallVec<[u8; 24]>;
+
+/// A header's name: the agent record keys ([`AGENT_RECORD_HEADER_KEYS`])
+/// borrowed from their constants ([`header_name`] finds them), any other
+/// name owned.
+pub type HeaderName = Cow<'static, str>;
 
 impl HeaderValue {
     /// A `u8` header value.
     pub fn u8(v: u8) -> Self {
         Self {
             kind: HeaderKind::Uint8,
-            bytes: vec![v],
+            bytes: SmallVec::from_slice(&[v]),
         }
     }
     /// A `u32` header value (little-endian bytes).
     pub fn u32(v: u32) -> Self {
         Self {
             kind: HeaderKind::Uint32,
-            bytes: v.to_le_bytes().to_vec(),
+            bytes: SmallVec::from_slice(&v.to_le_bytes()),
         }
     }
     /// A `uint128` header value (little-endian bytes).
     pub fn u128(v: u128) -> Self {
         Self {
             kind: HeaderKind::Uint128,
-            bytes: v.to_le_bytes().to_vec(),
+            bytes: SmallVec::from_slice(&v.to_le_bytes()),
         }
     }
     /// A UTF-8 string header value.
     pub fn string(v: &str) -> Self {
         Self {
             kind: HeaderKind::String,
-            bytes: v.as_bytes().to_vec(),
+            bytes: SmallVec::from_slice(v.as_bytes()),
         }
     }
     /// The value as a `u8`, when it is one.
@@ -181,7 +193,7 @@ impl HeaderValue {
 }
 
 /// An ordered set of typed headers on one record.
-pub type Headers = Vec<(String, HeaderValue)>;
+pub type Headers = Vec<(HeaderName, HeaderValue)>;
 
 macro_rules! header_keys {
     ($( $(#[$doc:meta])* $name:ident = $key:literal: $kind:ident, )*) => {
@@ -198,6 +210,22 @@ macro_rules! header_keys {
             match key {
                 $( $key => Some(HeaderKind::$kind), )*
                 _ => None,
+            }
+        }
+
+        /// `name` as a [`HeaderName`]: an agent record key borrowed from
+        /// its constant, so reading a record allocates nothing for it; any
+        /// other name owned.
+        ///
+        /// ```
+        /// use std::borrow::Cow;
+        /// assert!(matches!(agdx_wire::header_name("agdx.ct"), Cow::Borrowed(_)));
+        /// assert!(matches!(agdx_wire::header_name("x-trace"), Cow::Owned(_)));
+        /// ```
+        pub fn header_name(name: &str) -> HeaderName {
+            match name {
+                $( $key => Cow::Borrowed($key), )*
+                _ => Cow::Owned(name.to_owned()),
             }
         }
     };
@@ -246,15 +274,15 @@ pub const HEADER_FRAMING: usize = 9;
 pub fn record_headers(envelope: &AgentEnvelope, content_type: ContentType) -> Headers {
     let mut headers = Vec::with_capacity(4);
     headers.push((
-        HEADER_CONTENT_TYPE.to_owned(),
+        Cow::Borrowed(HEADER_CONTENT_TYPE),
         HeaderValue::u8(content_type.code()),
     ));
     headers.push((
-        HEADER_WIRE_VERSION.to_owned(),
+        Cow::Borrowed(HEADER_WIRE_VERSION),
         HeaderValue::u32(WIRE_VERSION),
     ));
     headers.push((
-        HEADER_CONVERSATION.to_owned(),
+        Cow::Borrowed(HEADER_CONVERSATION),
         HeaderValue::u128(envelope.conversation.as_u128()),
     ));
     // A routing hint only (the envelope's `target` is the truth): an agent
@@ -266,7 +294,7 @@ pub fn record_headers(envelope: &AgentEnvelope, content_type: ContentType) -> He
         .filter(|t| t.as_str().len() <= HEADER_VALUE_CAP)
     {
         headers.push((
-            HEADER_TARGET.to_owned(),
+            Cow::Borrowed(HEADER_TARGET),
             HeaderValue::string(target.as_str()),
         ));
     }
@@ -304,7 +332,7 @@ pub fn check_header_caps(headers: &Headers) -> Result<(), HeaderCapError> {
     for (key, value) in headers {
         if value.bytes.len() > HEADER_VALUE_CAP {
             return Err(HeaderCapError::ValueTooLarge {
-                key: key.clone(),
+                key: key.to_string(),
                 len: value.bytes.len(),
             });
         }

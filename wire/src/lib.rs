@@ -89,9 +89,9 @@ pub use error::DecodeError;
 pub use error_body::ErrorBody;
 pub use header::{
     AGENT_RECORD_HEADER_KEYS, HEADER_CONTENT_TYPE, HEADER_CONVERSATION, HEADER_FRAMING,
-    HEADER_TARGET, HEADER_VALUE_CAP, HEADER_WIRE_VERSION, HEADERS_TOTAL_SOFT_CAP, HeaderCapError,
-    HeaderKind, HeaderValue, Headers, UnknownHeaderKind, WIRE_VERSION, agent_record_header_kind,
-    check_header_caps, record_headers,
+    HEADER_TARGET, HEADER_VALUE_CAP, HEADER_WIRE_VERSION, HEADERS_TOTAL_SOFT_CAP, HeaderBytes,
+    HeaderCapError, HeaderKind, HeaderName, HeaderValue, Headers, UnknownHeaderKind, WIRE_VERSION,
+    agent_record_header_kind, check_header_caps, header_name, record_headers,
 };
 pub use id::{
     ChannelId, ConversationId, CorrelationId, ID_LEN, ID_TEXT_LEN, IdLengthError, IdParseError,

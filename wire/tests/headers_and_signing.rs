@@ -15,7 +15,7 @@ fn event() -> AgentEnvelope {
 #[test]
 fn headers_are_exactly_the_contract_set() {
     let headers = record_headers(&event(), ContentType::Cbor);
-    let keys: Vec<&str> = headers.iter().map(|(k, _)| k.as_str()).collect();
+    let keys: Vec<&str> = headers.iter().map(|(k, _)| k.as_ref()).collect();
     assert_eq!(
         keys,
         [
@@ -94,7 +94,7 @@ fn header_caps() {
     let mut many = record_headers(&event(), ContentType::Json);
     for i in 0..3 {
         many.push((
-            format!("x-extra-{i}"),
+            format!("x-extra-{i}").into(),
             HeaderValue::string(&"v".repeat(255)),
         ));
     }

@@ -156,7 +156,7 @@ fn record(bytes: &[u8]) {
     assert_eq!(ct, ContentType::Json);
     let ours: BTreeMap<String, (String, Vec<u8>)> = record_headers(&env, ct)
         .into_iter()
-        .map(|(k, v)| (k, (v.kind.name().to_owned(), v.bytes)))
+        .map(|(k, v)| (k.into_owned(), (v.kind.name().to_owned(), v.bytes.to_vec())))
         .collect();
     assert_eq!(ours, theirs);
     assert_eq!(check_header_caps(&record_headers(&env, ct)), Ok(()));

@@ -252,10 +252,10 @@ const CONVERSATION: u128 = 0x0196_3c5e_8a1b_7c2d_9e3f_4a5b_6c7d_8e9f;
 /// conversation id), as in the wire contract.
 fn agent_headers() -> Headers {
     vec![
-        ("agdx.ct".to_owned(), HeaderValue::u8(CONTENT_TYPE)),
-        ("agdx.av".to_owned(), HeaderValue::u32(WIRE_VERSION)),
+        ("agdx.ct".into(), HeaderValue::u8(CONTENT_TYPE)),
+        ("agdx.av".into(), HeaderValue::u32(WIRE_VERSION)),
         (
-            "gen_ai.conversation.id".to_owned(),
+            "gen_ai.conversation.id".into(),
             HeaderValue::u128(CONVERSATION),
         ),
     ]

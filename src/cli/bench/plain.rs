@@ -66,7 +66,7 @@ pub(super) fn typed_headers(
 ) -> Result<BTreeMap<HeaderKey, IggyHeaderValue>, IggyError> {
     headers
         .iter()
-        .map(|(key, value)| Ok((HeaderKey::try_from(key.as_str())?, typed_value(value)?)))
+        .map(|(key, value)| Ok((HeaderKey::try_from(key.as_ref())?, typed_value(value)?)))
         .collect()
 }
 
@@ -250,6 +250,7 @@ impl PlainClient {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use agdx::wire::HeaderBytes;
 
     #[test]
     fn nodelay_is_added_unless_set() {
@@ -270,10 +271,10 @@ mod tests {
     #[test]
     fn typed_headers_keep_kinds_and_values() {
         let headers = vec![
-            ("agdx.ct".to_owned(), HeaderValue::u8(3)),
-            ("agdx.av".to_owned(), HeaderValue::u32(1)),
-            ("gen_ai.conversation.id".to_owned(), HeaderValue::u128(7)),
-            ("agdx.to".to_owned(), HeaderValue::string("echo")),
+            ("agdx.ct".into(), HeaderValue::u8(3)),
+            ("agdx.av".into(), HeaderValue::u32(1)),
+            ("gen_ai.conversation.id".into(), HeaderValue::u128(7)),
+            ("agdx.to".into(), HeaderValue::string("echo")),
         ];
         let map = typed_headers(&headers).unwrap();
         let get = |k: &str| &map[&HeaderKey::try_from(k).unwrap()];
@@ -283,8 +284,8 @@ mod tests {
         assert_eq!(get("agdx.to").as_str().unwrap(), "echo");
         let short = HeaderValue {
             kind: HeaderKind::Uint32,
-            bytes: vec![1],
+            bytes: HeaderBytes::from_slice(&[1]),
         };
-        assert!(typed_headers(&vec![("k".to_owned(), short)]).is_err());
+        assert!(typed_headers(&vec![("k".into(), short)]).is_err());
     }
 }

@@ -17,7 +17,7 @@
 //! blob's length (little-endian u64 each), the header blob and the payload,
 //! so a damaged payload, damaged headers and a record that moved all fail it.
 
-use agdx_wire::{HeaderKind, HeaderValue, Headers};
+use agdx_wire::{HeaderBytes, HeaderKind, HeaderName, HeaderValue, Headers, header_name};
 use xxhash_rust::xxh3::Xxh3Default;
 
 /// Iggy's code for a header kind.
@@ -66,7 +66,7 @@ fn kind_from_code(code: u8) -> Option<HeaderKind> {
 /// Encodes `headers`, ordered by name; [`crate::log::check_append`] has
 /// checked them.
 pub(super) fn encode_headers(headers: &Headers) -> Vec<u8> {
-    let mut sorted: Vec<&(String, HeaderValue)> = headers.iter().collect();
+    let mut sorted: Vec<&(HeaderName, HeaderValue)> = headers.iter().collect();
     sorted.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
     let mut out = Vec::with_capacity(
         headers
@@ -90,16 +90,16 @@ pub(super) fn decode_headers(mut blob: &[u8]) -> Result<Headers, String> {
     let mut headers = Headers::new();
     while !blob.is_empty() {
         let name = take_field(&mut blob, "header name")?;
-        let name = std::str::from_utf8(name)
-            .map_err(|_| "a header name is not UTF-8".to_owned())?
-            .to_owned();
+        let name = header_name(
+            std::str::from_utf8(name).map_err(|_| "a header name is not UTF-8".to_owned())?,
+        );
         let (&code, rest) = blob
             .split_first()
             .ok_or_else(|| format!("header '{name}' has no kind"))?;
         blob = rest;
         let kind = kind_from_code(code)
             .ok_or_else(|| format!("header '{name}' has unknown kind code {code}"))?;
-        let bytes = take_field(&mut blob, "header value")?.to_vec();
+        let bytes = HeaderBytes::from_slice(take_field(&mut blob, "header value")?);
         headers.push((name, HeaderValue { kind, bytes }));
     }
     Ok(headers)
@@ -148,7 +148,9 @@ mod tests {
         let blob = encode_headers(&headers);
         let mut expected = headers.clone();
         expected.sort_by(|a, b| a.0.cmp(&b.0));
-        assert_eq!(decode_headers(&blob).unwrap(), expected);
+        let read = decode_headers(&blob).unwrap();
+        assert_eq!(read, expected);
+        crate::log::headers::assert_names_as_read(&read);
     }
 
     #[test]

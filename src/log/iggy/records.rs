@@ -6,7 +6,7 @@
 //! raw header block of the message, entry by entry, so their order survives
 //! the round trip (Iggy's map-based helpers would sort them by key).
 
-use agdx_wire::{HeaderKind, HeaderValue, Headers};
+use agdx_wire::{HeaderBytes, HeaderKind, HeaderValue, Headers, header_name};
 use bytes::{BufMut, Bytes, BytesMut};
 use iggy::prelude::{HeaderKind as IggyHeaderKind, IggyMessage, IggyMessageHeader};
 
@@ -107,10 +107,10 @@ fn decode_headers(mut block: &[u8]) -> Result<Headers, String> {
         let kind = IggyHeaderKind::from_code(value_kind)
             .map_err(|_| format!("header '{key}' has the unknown kind code {value_kind}"))?;
         headers.push((
-            key.to_owned(),
+            header_name(key),
             HeaderValue {
                 kind: from_iggy_kind(kind),
-                bytes: value.to_vec(),
+                bytes: HeaderBytes::from_slice(value),
             },
         ));
     }
@@ -172,20 +172,23 @@ mod tests {
 
     fn headers() -> Headers {
         vec![
-            ("agdx.ct".to_owned(), HeaderValue::u8(3)),
-            ("agdx.av".to_owned(), HeaderValue::u32(1)),
+            ("agdx.ct".into(), HeaderValue::u8(3)),
+            ("agdx.av".into(), HeaderValue::u32(1)),
             (
-                "gen_ai.conversation.id".to_owned(),
+                "gen_ai.conversation.id".into(),
                 HeaderValue::u128(0x0102_0304_0506_0708_090a_0b0c_0d0e_0f10),
             ),
-            ("agdx.to".to_owned(), HeaderValue::string("billing")),
+            ("agdx.to".into(), HeaderValue::string("billing")),
         ]
     }
 
     #[test]
     fn headers_round_trip_in_order() {
-        let block = encode_headers(&headers()).unwrap();
-        assert_eq!(decode_headers(&block).unwrap(), headers());
+        let mut sent = headers();
+        sent.push(("x-trace".into(), HeaderValue::u8(1)));
+        let read = decode_headers(&encode_headers(&sent).unwrap()).unwrap();
+        assert_eq!(read, sent);
+        crate::log::headers::assert_names_as_read(&read);
     }
 
     #[test]
@@ -242,8 +245,8 @@ mod tests {
         assert_eq!(
             decoded,
             vec![
-                ("a".to_owned(), HeaderValue::string("x")),
-                ("b".to_owned(), HeaderValue::u32(7))
+                ("a".into(), HeaderValue::string("x")),
+                ("b".into(), HeaderValue::u32(7))
             ]
         );
         assert!(decode_headers(&message.user_headers.unwrap()[..3]).is_err());

@@ -1,7 +1,9 @@
 //! The mapping of the port onto Kafka: topic names, ids, offsets and
 //! headers, each converted here and nowhere else.
 
-use agdx_wire::{HeaderKind, HeaderValue, Headers, agent_record_header_kind};
+use agdx_wire::{
+    HeaderBytes, HeaderKind, HeaderValue, Headers, agent_record_header_kind, header_name,
+};
 use bytes::Bytes;
 use rdkafka::Message;
 use rdkafka::message::{BorrowedMessage, Header, OwnedHeaders, Timestamp};
@@ -144,8 +146,8 @@ pub(crate) fn kafka_headers(headers: &Headers) -> Result<Option<OwnedHeaders>, L
             return Err(LogError::InvalidInput(why));
         }
         out = out.insert(Header {
-            key: name,
-            value: Some(&value.bytes),
+            key: name.as_ref(),
+            value: Some(value.bytes.as_slice()),
         });
     }
     Ok(Some(out))
@@ -161,7 +163,7 @@ pub(crate) fn typed_headers<'a>(
     for (name, value) in raw {
         let name =
             std::str::from_utf8(name).map_err(|_| "a header name that is not UTF-8".to_owned())?;
-        let bytes = value.unwrap_or_default().to_vec();
+        let bytes = HeaderBytes::from_slice(value.unwrap_or_default());
         let kind = agent_record_header_kind(name).unwrap_or(HeaderKind::Raw);
         if kind.fixed_width().is_some_and(|width| width != bytes.len()) {
             return Err(format!(
@@ -173,7 +175,7 @@ pub(crate) fn typed_headers<'a>(
         if kind == HeaderKind::String && std::str::from_utf8(&bytes).is_err() {
             return Err(format!("header '{name}' is not UTF-8"));
         }
-        headers.push((name.to_owned(), HeaderValue { kind, bytes }));
+        headers.push((header_name(name), HeaderValue { kind, bytes }));
     }
     Ok(headers)
 }
@@ -261,13 +263,13 @@ mod tests {
 
     fn agdx_headers() -> Headers {
         vec![
-            ("agdx.ct".to_owned(), HeaderValue::u8(3)),
-            ("agdx.av".to_owned(), HeaderValue::u32(1)),
+            ("agdx.ct".into(), HeaderValue::u8(3)),
+            ("agdx.av".into(), HeaderValue::u32(1)),
             (
-                "gen_ai.conversation.id".to_owned(),
+                "gen_ai.conversation.id".into(),
                 HeaderValue::u128(0x0102_0304_0506_0708_090a_0b0c_0d0e_0f10),
             ),
-            ("agdx.to".to_owned(), HeaderValue::string("billing")),
+            ("agdx.to".into(), HeaderValue::string("billing")),
         ]
     }
 
@@ -291,24 +293,26 @@ mod tests {
                 ("agdx.to".to_owned(), b"billing".to_vec()),
             ]
         );
-        let read = typed_headers(raw.iter().map(|(k, v)| (k.as_bytes(), Some(v.as_slice()))));
-        assert_eq!(read.unwrap(), agdx_headers());
+        let read =
+            typed_headers(raw.iter().map(|(k, v)| (k.as_bytes(), Some(v.as_slice())))).unwrap();
+        assert_eq!(read, agdx_headers());
+        crate::log::headers::assert_names_as_read(&read);
     }
 
     #[test]
     fn other_headers_are_raw_both_ways() {
         let raw = vec![(
-            "x-trace".to_owned(),
+            "x-trace".into(),
             HeaderValue {
                 kind: HeaderKind::Raw,
-                bytes: vec![9],
+                bytes: HeaderBytes::from_slice(&[9]),
             },
         )];
         assert!(kafka_headers(&raw).is_ok());
-        let typed = vec![("x-trace".to_owned(), HeaderValue::u32(9))];
+        let typed = vec![("x-trace".into(), HeaderValue::u32(9))];
         let refused = kafka_headers(&typed).unwrap_err().to_string();
         assert!(refused.contains("must be a raw header"), "{refused}");
-        let wrong = vec![("agdx.ct".to_owned(), HeaderValue::u32(9))];
+        let wrong = vec![("agdx.ct".into(), HeaderValue::u32(9))];
         let refused = kafka_headers(&wrong).unwrap_err().to_string();
         assert!(refused.contains("always a u8 header"), "{refused}");
         let read = typed_headers([(&b"x-trace"[..], None)]).unwrap();
@@ -316,7 +320,7 @@ mod tests {
             read[0].1,
             HeaderValue {
                 kind: HeaderKind::Raw,
-                bytes: vec![]
+                bytes: HeaderBytes::new()
             }
         );
     }

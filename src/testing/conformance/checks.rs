@@ -189,7 +189,7 @@ pub async fn typed_headers_round_trip(Subject { log, stream, .. }: Subject) {
         (HeaderKind::Uint128, Some(conversation))
     );
     assert_eq!(
-        conv.bytes,
+        conv.bytes.as_slice(),
         conversation.to_le_bytes(),
         "uint128 headers are little-endian"
     );

@@ -77,7 +77,7 @@ fn binding(bytes: &[u8]) -> Result<(), String> {
         .map_or(ContentType::Raw, |c| ContentType::from_code(*c));
     let mut built: Vec<(String, String, Vec<u8>)> = record_headers(&envelope, content_type)
         .into_iter()
-        .map(|(k, v)| (k, v.kind.name().to_owned(), v.bytes))
+        .map(|(k, v)| (k.into_owned(), v.kind.name().to_owned(), v.bytes.to_vec()))
         .collect();
     want.sort();
     built.sort();
