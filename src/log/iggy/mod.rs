@@ -116,7 +116,7 @@ const ASSUMED_RECORD_BYTES: usize = 64 * 1024;
 const TOPIC_SETTLE: Duration = Duration::from_secs(2);
 
 /// A partition of a topic on one server: (server, stream id, topic id, partition).
-type PartitionKey = (String, u32, u32, u32);
+type PartitionKey = (Arc<str>, u32, u32, u32);
 
 /// Waiters of this process per partition. An append through any handle in
 /// this process wakes them at once instead of at their next poll.
@@ -178,9 +178,8 @@ pub struct IggyLog {
     flushes: dashmap::DashMap<(u32, u32, u32), Arc<FlushGroup>>,
     /// What the polls of each partition saw last, by (stream, topic, partition).
     reading: dashmap::DashMap<(u32, u32, u32), Reading>,
-    /// The entries of [`APPENDED`] this handle used, by (stream, topic,
-    /// partition): found without naming the server each time.
-    appended: dashmap::DashMap<(u32, u32, u32), Arc<Appended>>,
+    /// The server, as [`APPENDED`] names it: described once, at connect.
+    server: Arc<str>,
 }
 
 /// What the last polls of a partition that found records saw.
@@ -273,13 +272,13 @@ impl IggyLog {
         let target = IggyTarget::parse(url)?.with_connect_timeout(limit);
         let connection = target.connect().await?;
         Ok(Self {
+            server: target.describe().into(),
             target,
             connection,
             appending: tokio::sync::OnceCell::new(),
             reader: Consumer::default(),
             flushes: dashmap::DashMap::new(),
             reading: dashmap::DashMap::new(),
-            appended: dashmap::DashMap::new(),
         })
     }
 
@@ -313,16 +312,16 @@ impl IggyLog {
 
     /// The wake-up of a partition, shared by the handles of this process.
     fn appended(&self, topic: &TopicInfo, partition: u32) -> Arc<Appended> {
-        let key = (topic.stream_id, topic.topic_id, partition);
-        if let Some(appended) = self.appended.get(&key) {
+        let key = (
+            self.server.clone(),
+            topic.stream_id,
+            topic.topic_id,
+            partition,
+        );
+        if let Some(appended) = APPENDED.get(&key) {
             return appended.clone();
         }
-        let (stream, topic, partition) = key;
-        let shared = APPENDED
-            .entry((self.target.describe(), stream, topic, partition))
-            .or_default()
-            .clone();
-        self.appended.entry(key).or_insert(shared).clone()
+        APPENDED.entry(key).or_default().clone()
     }
 
     fn client(&self) -> &iggy::prelude::IggyClient {
