@@ -291,4 +291,24 @@ mod tests {
             other => panic!("{other:?}"),
         }
     }
+
+    proptest::proptest! {
+        /// A header block comes from the server, so from any client: any
+        /// bytes, and a valid block with one byte changed or cut short,
+        /// read as headers or an error, never a panic.
+        #[test]
+        fn any_block_reads_without_panicking(
+            noise in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300),
+            at in proptest::prelude::any::<proptest::sample::Index>(),
+            byte in proptest::prelude::any::<u8>(),
+        ) {
+            let _ = decode_headers(&noise);
+            let block = encode_headers(&headers()).unwrap().to_vec();
+            let at = at.index(block.len());
+            let mut changed = block.clone();
+            changed[at] = byte;
+            let _ = decode_headers(&changed);
+            let _ = decode_headers(&block[..at]);
+        }
+    }
 }
