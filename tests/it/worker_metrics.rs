@@ -63,10 +63,14 @@ async fn a_worker_serves_its_metrics_in_prometheus_text() {
             ])
             .await;
         assert_eq!(code, 3);
-        // The reply is on the log a moment before its outcome is counted.
+        // The reply is on the log a moment before its outcome is counted
+        // (every outcome's counter is there from the start, at 0).
         let text = eventually("the metrics", || async {
             scrape(&addr).await.filter(|t| {
-                t.contains("agdx_worker_commit_lag") && t.contains("outcome=\"unsupported\"")
+                t.contains("agdx_worker_commit_lag")
+                    && t.contains(
+                        "agdx_worker_records_total{agent=\"tool\",outcome=\"unsupported\"} 1",
+                    )
             })
         })
         .await;
