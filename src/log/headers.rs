@@ -104,6 +104,24 @@ pub(crate) fn assert_names_as_read(headers: &Headers) {
     }
 }
 
+/// Bytes a header reader may meet from another client or a damaged file:
+/// any bytes, and `valid` with one byte changed, and cut short.
+#[cfg(test)]
+pub(crate) fn hostile(valid: Vec<u8>) -> impl proptest::strategy::Strategy<Value = [Vec<u8>; 3]> {
+    use proptest::prelude::*;
+    let len = valid.len();
+    (
+        proptest::collection::vec(any::<u8>(), 0..300),
+        0..len,
+        any::<u8>(),
+    )
+        .prop_map(move |(noise, at, byte)| {
+            let mut changed = valid.clone();
+            changed[at] = byte;
+            [noise, changed, valid[..at].to_vec()]
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use agdx_wire::{HeaderBytes, HeaderValue};

@@ -191,22 +191,18 @@ mod tests {
 
     proptest::proptest! {
         /// A stored header blob read back after damage: any bytes, and a
-        /// valid blob with one byte changed, read as headers or an error,
-        /// never a panic.
+        /// valid blob with one byte changed or cut short, read as headers
+        /// or an error, never a panic.
         #[test]
         fn any_blob_reads_without_panicking(
-            noise in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300),
-            at in proptest::prelude::any::<proptest::sample::Index>(),
-            byte in proptest::prelude::any::<u8>(),
-        ) {
-            let _ = decode_headers(&noise);
-            let blob = encode_headers(&vec![
+            blobs in crate::log::headers::hostile(encode_headers(&vec![
                 ("agdx.ct".into(), HeaderValue::u8(3)),
                 ("x-trace".into(), HeaderValue::string("value")),
-            ]);
-            let mut changed = blob.clone();
-            changed[at.index(blob.len())] = byte;
-            let _ = decode_headers(&changed);
+            ])),
+        ) {
+            for blob in blobs {
+                let _ = decode_headers(&blob);
+            }
         }
     }
 }
