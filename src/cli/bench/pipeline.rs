@@ -125,14 +125,14 @@ pub struct PhaseCpu {
 }
 
 /// Adds the CPU time used since `since` (a [`super::cpu_time`] reading)
-/// to `total`.
-fn add_cpu(total: &mut Option<Duration>, since: Option<Duration>) {
-    if let Some(used) = super::cpu_time()
-        .zip(since)
-        .map(|(now, then)| now.saturating_sub(then))
-    {
+/// to `total`, and returns the reading taken now, from which a phase that
+/// starts here is measured.
+fn add_cpu(total: &mut Option<Duration>, since: Option<Duration>) -> Option<Duration> {
+    let now = super::cpu_time();
+    if let Some(used) = now.zip(since).map(|(now, then)| now.saturating_sub(then)) {
         *total = Some(total.unwrap_or_default() + used);
     }
+    now
 }
 
 /// One phase's line of the report, with its CPU a command when known.
@@ -509,8 +509,8 @@ impl Ours {
         };
         let (started, since) = (Instant::now(), super::cpu_time());
         let prepared = self.producer.prepare_commands(requests).await?;
-        let (prepared_at, prepared_cpu) = (Instant::now(), super::cpu_time());
-        add_cpu(&mut cpu.prepare, since);
+        let prepared_at = Instant::now();
+        let prepared_cpu = add_cpu(&mut cpu.prepare, since);
         self.producer.publish_prepared(prepared).await?;
         add_cpu(&mut cpu.append, prepared_cpu);
         self.prepare += prepared_at - started;
