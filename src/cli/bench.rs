@@ -45,7 +45,9 @@ fn fresh_stream(bench: &str) -> String {
 }
 
 /// Benchmarks. Each runs in a new stream named `bench-...` (or
-/// `agdx-bench-...`) of the chosen log and leaves the agent topics alone.
+/// `agdx-bench-...`) of the chosen log and leaves the agent topics alone;
+/// on Iggy, the log, ask, pipeline and worker benches delete their stream
+/// when they end.
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
     /// Append then poll records through the log port; on Iggy, also through

@@ -40,12 +40,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::BenchError;
 use super::log::durability_note;
-use super::plain::{PlainClient, PlainIggyTarget, typed_headers};
+use super::plain::{PlainClient, PlainIggyTarget, deleting_stream, typed_headers};
 use agdx::TopologyConfig;
 use agdx::log::iggy::Durability;
 use agdx::log::{SharedLog, TopicInfo};
 use agdx::worker::{EchoHandler, Worker, WorkerConfig};
-use agdx::{CommandRequest, PreparedBatch, Producer};
+use agdx::{CommandRequest, PreparedBatch, Producer, Topology};
 
 /// What to run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -311,6 +311,22 @@ pub async fn run_pipeline_bench(
         .with_partitions(options.partitions)
         .ensure(log.as_ref())
         .await?;
+    let stream_id = topology.commands.stream_id;
+    deleting_stream(
+        plain.clone().as_ref(),
+        stream_id,
+        pipeline_in(log, topology, plain, options),
+    )
+    .await
+}
+
+/// The bench in `topology`'s stream.
+async fn pipeline_in(
+    log: SharedLog,
+    topology: Topology,
+    plain: Option<PlainIggyTarget>,
+    options: PipelineBenchOptions,
+) -> Result<PipelineBenchReport, BenchError> {
     let producer = Producer::new(log.clone(), topology.clone(), agent("bench-producer"));
     let body = vec![b'x'; options.size];
     let batch = options.batch as u64;

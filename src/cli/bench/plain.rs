@@ -14,6 +14,8 @@ use iggy_common::locking::IggyRwLockFn;
 use agdx::log::iggy::Durability;
 use agdx::log::{LogError, LogSpec, TopicInfo};
 
+use super::BenchError;
+
 /// An Iggy server to run a workload against with the plain `iggy` client,
 /// and the durability the plain client gives its sends so that it does the
 /// work agdx does: with [`Durability::Fsync`] each send is followed by the
@@ -101,6 +103,33 @@ fn typed_value(value: &HeaderValue) -> Result<IggyHeaderValue, IggyError> {
         HeaderKind::Float32 => number!(f32),
         HeaderKind::Float64 => number!(f64),
     })
+}
+
+/// Awaits `bench`, which works in the stream `stream_id`, then deletes that
+/// stream when the bench ran on the Iggy server of `target`, whether it
+/// passed or failed: a bench's records (hundreds of MiB for `bench worker`)
+/// are not left on a server it was pointed at. The bench's own error comes
+/// first.
+pub(super) async fn deleting_stream<T>(
+    target: Option<&PlainIggyTarget>,
+    stream_id: u32,
+    bench: impl Future<Output = Result<T, BenchError>>,
+) -> Result<T, BenchError> {
+    let result = bench.await;
+    let deleted = match target {
+        Some(target) => match PlainClient::connect(target).await {
+            Ok(client) => {
+                let deleted = client.delete_stream(stream_id).await;
+                client.close().await;
+                deleted
+            }
+            Err(error) => Err(error),
+        },
+        None => Ok(()),
+    };
+    let value = result?;
+    deleted?;
+    Ok(value)
 }
 
 /// The plain `iggy` client on the bench server.

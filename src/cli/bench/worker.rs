@@ -32,7 +32,7 @@ use agdx::worker::{EchoHandler, Worker, WorkerConfig, WorkerStats};
 use agdx::{CommandRequest, Producer, Topology, TopologyConfig, new_conversation_id};
 use tokio_util::sync::CancellationToken;
 
-use super::plain::{PlainClient, PlainIggyTarget};
+use super::plain::{PlainClient, PlainIggyTarget, deleting_stream};
 use super::plain_kafka::{brokers_of, plain_kafka};
 use super::plain_local::{COMMANDS, PlainSqlite, REPLIES};
 use super::{BenchError, Spent, Stopwatch, rss_kib, sqlite_bytes};
@@ -203,49 +203,56 @@ pub async fn run_worker_bench(
             .with_partitions(options.partitions)
             .ensure(log.as_ref())
             .await?;
-        preload(&log, &topology, &options).await?;
-        let plain_run = async || -> Result<Option<Spent>, BenchError> {
-            match &plain {
-                Some(PlainWorker::Sqlite(beside)) => {
-                    let payloads = command_payloads(&log, &topology.commands).await?;
-                    let dir = tempfile::tempdir_in(beside)
-                        .map_err(|e| BenchError::Options(e.to_string()))?;
-                    Ok(Some(
-                        plain_sqlite(dir.path(), payloads, options.partitions).await?,
-                    ))
-                }
-                Some(PlainWorker::Iggy(target)) => Ok(Some(
-                    plain_iggy(&log, target, &topology, options.commands).await?,
-                )),
-                Some(PlainWorker::Kafka(url)) => {
-                    let commands = &topology.commands;
-                    let replies = plain_replies(&log, &topology).await?;
-                    Ok(Some(
-                        plain_kafka(
-                            brokers_of(url),
-                            &format!("{}.{}", commands.stream, commands.topic),
-                            &format!("{}.{}", replies.stream, replies.topic),
-                            commands.partitions.get(),
-                            options.commands,
-                            batch(),
-                        )
-                        .await?,
-                    ))
-                }
-                None => Ok(None),
-            }
+        let iggy = match &plain {
+            Some(PlainWorker::Iggy(target)) => Some(target),
+            _ => None,
         };
-        // Who goes first takes turns, so neither always meets a colder log.
-        let (ours, plain_time) = if n % 2 == 0 {
-            let ours = pool(&log, &topology, members, options.commands, n == 0).await?;
-            (ours, plain_run().await?)
-        } else {
-            let plain_time = plain_run().await?;
-            (
-                pool(&log, &topology, members, options.commands, false).await?,
-                plain_time,
-            )
-        };
+        let (ours, plain_time) = deleting_stream(iggy, topology.commands.stream_id, async {
+            preload(&log, &topology, &options).await?;
+            let plain_run = async || -> Result<Option<Spent>, BenchError> {
+                match &plain {
+                    Some(PlainWorker::Sqlite(beside)) => {
+                        let payloads = command_payloads(&log, &topology.commands).await?;
+                        let dir = tempfile::tempdir_in(beside)
+                            .map_err(|e| BenchError::Options(e.to_string()))?;
+                        Ok(Some(
+                            plain_sqlite(dir.path(), payloads, options.partitions).await?,
+                        ))
+                    }
+                    Some(PlainWorker::Iggy(target)) => Ok(Some(
+                        plain_iggy(&log, target, &topology, options.commands).await?,
+                    )),
+                    Some(PlainWorker::Kafka(url)) => {
+                        let commands = &topology.commands;
+                        let replies = plain_replies(&log, &topology).await?;
+                        Ok(Some(
+                            plain_kafka(
+                                brokers_of(url),
+                                &format!("{}.{}", commands.stream, commands.topic),
+                                &format!("{}.{}", replies.stream, replies.topic),
+                                commands.partitions.get(),
+                                options.commands,
+                                batch(),
+                            )
+                            .await?,
+                        ))
+                    }
+                    None => Ok(None),
+                }
+            };
+            // Who goes first takes turns, so neither always meets a colder log.
+            Ok(if n % 2 == 0 {
+                let ours = pool(&log, &topology, members, options.commands, n == 0).await?;
+                (ours, plain_run().await?)
+            } else {
+                let plain_time = plain_run().await?;
+                (
+                    pool(&log, &topology, members, options.commands, false).await?,
+                    plain_time,
+                )
+            })
+        })
+        .await?;
         if let Some(readings) = ours.memory {
             memory = Some(readings);
         }
