@@ -1,6 +1,6 @@
 //! What a reply carries beside its body: [`ReplyFields`].
 
-use agdx_wire::{AgentEnvelope, Metadata, Scalar, TaskState, TokenUsage};
+use agdx_wire::{AgentEnvelope, MetaKey, Metadata, Scalar, TaskState, TokenUsage};
 
 /// The fields a handler may set on its `response`, or a stream on its final
 /// chunk: how it ended, what it cost, the tool involved, where the task
@@ -60,7 +60,7 @@ impl ReplyFields {
     }
 
     /// Adds one metadata entry.
-    pub fn metadata(mut self, key: impl Into<String>, value: impl Into<Scalar>) -> Self {
+    pub fn metadata(mut self, key: impl Into<MetaKey>, value: impl Into<Scalar>) -> Self {
         self.metadata
             .get_or_insert_with(Metadata::new)
             .insert(key, value);
@@ -89,9 +89,9 @@ impl ReplyFields {
         }
         if let Some(added) = self.metadata {
             let metadata = envelope.metadata.get_or_insert_with(Metadata::new);
-            for (key, value) in added.iter() {
-                if metadata.get(key).is_none() {
-                    metadata.insert(key, value.clone());
+            for (key, value) in added {
+                if metadata.get(&key).is_none() {
+                    metadata.insert(key, value);
                 }
             }
         }

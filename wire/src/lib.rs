@@ -102,7 +102,7 @@ pub use metadata::{
     Float, Integer, IntegerRangeError, META_BRIDGE_HOPS, META_DATA_CLASSIFICATION, META_FENCE,
     META_ON_BEHALF_OF, META_PURPOSE, META_ROLE, META_RUN, META_SESSION_INTENT, META_TASK_CONTEXT,
     METADATA_MAX_ENTRIES, METADATA_MAX_KEY_LEN, METADATA_MAX_TOTAL_SIZE, METADATA_MAX_VALUE_SIZE,
-    Metadata, PinnedShapeError, ROLES, Scalar,
+    MetaKey, Metadata, PinnedShapeError, ROLES, Scalar,
 };
 pub use operation::{
     EVENT_STATE_DELTA, EVENT_STATE_SNAPSHOT, StatusOperation, StreamPurpose, UnknownOperationError,

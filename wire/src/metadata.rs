@@ -2,7 +2,7 @@
 //! scalars, always written in byte-wise key order (the reference's
 //! encoding, which signatures cover), whatever order built or decoded it.
 
-use std::collections::BTreeMap;
+use std::borrow::Cow;
 
 use crate::cbor::{
     Item, Reader, write_array, write_bool, write_f16, write_f32, write_f64, write_map, write_nint,
@@ -353,8 +353,16 @@ impl From<Vec<Scalar>> for Scalar {
     }
 }
 
+/// A metadata key: borrowed when it is a constant (the pinned keys, as
+/// set and as decoded), owned otherwise.
+pub type MetaKey = Cow<'static, str>;
+
 /// A map of text keys to [`Scalar`]s, kept in byte-wise key order: the
 /// order it is written in, whatever order the keys were inserted in.
+///
+/// The entries are one sorted list: a map holds a few (at most
+/// [`METADATA_MAX_ENTRIES`] in a valid envelope), and a list of them costs
+/// one allocation where a tree costs a node, and a pinned key none.
 ///
 /// ```
 /// use agdx_wire::{Metadata, Scalar};
@@ -363,7 +371,7 @@ impl From<Vec<Scalar>> for Scalar {
 /// assert_eq!(m.keys().collect::<Vec<_>>(), ["agdx.fence", "role"]);
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
-pub struct Metadata(BTreeMap<String, Scalar>);
+pub struct Metadata(Vec<(MetaKey, Scalar)>);
 
 impl Metadata {
     /// An empty map.
@@ -371,35 +379,48 @@ impl Metadata {
         Self::default()
     }
 
+    /// Where `key` is, or where it would go.
+    fn find(&self, key: &str) -> Result<usize, usize> {
+        self.0.binary_search_by(|(k, _)| k.as_ref().cmp(key))
+    }
+
     /// Sets `key`; returns the old value.
-    pub fn insert(&mut self, key: impl Into<String>, value: impl Into<Scalar>) -> Option<Scalar> {
-        self.0.insert(key.into(), value.into())
+    pub fn insert(&mut self, key: impl Into<MetaKey>, value: impl Into<Scalar>) -> Option<Scalar> {
+        let key = key.into();
+        let value = value.into();
+        match self.find(&key) {
+            Ok(at) => Some(std::mem::replace(&mut self.0[at].1, value)),
+            Err(at) => {
+                self.0.insert(at, (key, value));
+                None
+            }
+        }
     }
 
     /// [`insert`](Self::insert), chainable.
-    pub fn with(mut self, key: impl Into<String>, value: impl Into<Scalar>) -> Self {
+    pub fn with(mut self, key: impl Into<MetaKey>, value: impl Into<Scalar>) -> Self {
         self.insert(key, value);
         self
     }
 
     /// The value under `key`.
     pub fn get(&self, key: &str) -> Option<&Scalar> {
-        self.0.get(key)
+        self.find(key).ok().map(|at| &self.0[at].1)
     }
 
     /// Removes `key`, returning its value.
     pub fn remove(&mut self, key: &str) -> Option<Scalar> {
-        self.0.remove(key)
+        self.find(key).ok().map(|at| self.0.remove(at).1)
     }
 
     /// The entries in key order.
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&str, &Scalar)> {
-        self.0.iter().map(|(k, v)| (k.as_str(), v))
+        self.0.iter().map(|(k, v)| (k.as_ref(), v))
     }
 
     /// The keys in order.
     pub fn keys(&self) -> impl DoubleEndedIterator<Item = &str> {
-        self.0.keys().map(String::as_str)
+        self.0.iter().map(|(k, _)| k.as_ref())
     }
 
     /// Number of entries.
@@ -415,15 +436,19 @@ impl Metadata {
     /// Reads a map in any key order; a repeated key fails.
     pub(crate) fn read(r: &mut Reader<'_>, field: &'static str) -> Result<Self, DecodeError> {
         let n = r.map(field)?;
-        let mut entries = BTreeMap::new();
+        // Read whole, then sorted once: a hostile map of many keys costs
+        // n log n, not the n² of inserting each in place.
+        let mut entries = Vec::new();
         for _ in 0..n {
-            let key = r.key()?.to_owned();
+            let key = meta_key(r.key()?);
             let value = Scalar::read(r, field)?;
-            if entries.insert(key, value).is_some() {
-                return Err(DecodeError::DuplicateKey { field });
-            }
+            entries.push((key, value));
         }
         r.close();
+        entries.sort_unstable_by(|(a, _), (b, _)| a.cmp(b));
+        if entries.windows(2).any(|pair| pair[0].0 == pair[1].0) {
+            return Err(DecodeError::DuplicateKey { field });
+        }
         Ok(Self(entries))
     }
 
@@ -491,13 +516,15 @@ impl Metadata {
     /// hops is replaced by `[id]`.
     pub fn push_bridge_hop(&mut self, id: &str) {
         let well_formed = self.well_formed_hops().is_some();
-        match self.0.get_mut(META_BRIDGE_HOPS) {
-            Some(Scalar::Array(hops)) if well_formed => hops.push(id.into()),
-            Some(slot) => *slot = Scalar::Array(vec![id.into()]),
-            None => {
-                self.0
-                    .insert(META_BRIDGE_HOPS.to_owned(), Scalar::Array(vec![id.into()]));
-            }
+        match self.find(META_BRIDGE_HOPS) {
+            Ok(at) => match &mut self.0[at].1 {
+                Scalar::Array(hops) if well_formed => hops.push(id.into()),
+                slot => *slot = Scalar::Array(vec![id.into()]),
+            },
+            Err(at) => self.0.insert(
+                at,
+                (META_BRIDGE_HOPS.into(), Scalar::Array(vec![id.into()])),
+            ),
         }
     }
 
@@ -562,6 +589,14 @@ pub struct PinnedShapeError {
     pub expected: &'static str,
 }
 
+/// `key` as a [`MetaKey`]: a pinned key borrowed, any other owned.
+fn meta_key(key: &str) -> MetaKey {
+    match PINNED.iter().find(|(pinned, _)| *pinned == key) {
+        Some((pinned, _)) => Cow::Borrowed(pinned),
+        None => Cow::Owned(key.to_owned()),
+    }
+}
+
 fn check_pinned(key: &str, value: &Scalar) -> Result<(), PinnedShapeError> {
     let Some(&(key, shape)) = PINNED.iter().find(|(k, _)| *k == key) else {
         return Ok(());
@@ -586,7 +621,17 @@ fn check_pinned(key: &str, value: &Scalar) -> Result<(), PinnedShapeError> {
     Err(PinnedShapeError { key, expected })
 }
 
-impl<K: Into<String>, V: Into<Scalar>> FromIterator<(K, V)> for Metadata {
+/// The entries in key order, owned.
+impl IntoIterator for Metadata {
+    type Item = (MetaKey, Scalar);
+    type IntoIter = std::vec::IntoIter<(MetaKey, Scalar)>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.into_iter()
+    }
+}
+
+impl<K: Into<MetaKey>, V: Into<Scalar>> FromIterator<(K, V)> for Metadata {
     fn from_iter<I: IntoIterator<Item = (K, V)>>(iter: I) -> Self {
         let mut m = Metadata::new();
         for (k, v) in iter {
@@ -604,6 +649,45 @@ mod tests {
         let mut out = Vec::new();
         s.write(&mut out);
         out
+    }
+
+    fn read(bytes: &[u8]) -> Result<Metadata, DecodeError> {
+        crate::cbor::decode_exact(bytes, |r| Metadata::read(r, "metadata"))
+    }
+
+    #[test]
+    fn decoded_keys_are_sorted_with_the_pinned_ones_borrowed() {
+        // {"zeta": 1, "agdx.fence": 7, "alpha": 2}
+        let mut bytes = vec![0xa3, 0x64];
+        bytes.extend_from_slice(b"zeta");
+        bytes.extend_from_slice(&[0x01, 0x6a]);
+        bytes.extend_from_slice(b"agdx.fence");
+        bytes.extend_from_slice(&[0x07, 0x65]);
+        bytes.extend_from_slice(b"alpha");
+        bytes.push(0x02);
+        let m = read(&bytes).expect("a valid map");
+        let keys: Vec<_> =
+            m.0.iter()
+                .map(|(k, _)| (k.as_ref(), matches!(k, Cow::Borrowed(_))))
+                .collect();
+        assert_eq!(
+            keys,
+            [("agdx.fence", true), ("alpha", false), ("zeta", false)]
+        );
+        assert_eq!(m.get(META_FENCE).and_then(Scalar::as_u64), Some(7));
+    }
+
+    #[test]
+    fn a_key_repeated_anywhere_in_a_map_fails_decoding() {
+        // {"b": 1, "a": 2, "c": 3, "b": 4}: the repeat is neither next to
+        // the first nor in key order.
+        let bytes = [
+            0xa4, 0x61, b'b', 0x01, 0x61, b'a', 0x02, 0x61, b'c', 0x03, 0x61, b'b', 0x04,
+        ];
+        assert_eq!(
+            read(&bytes).unwrap_err(),
+            DecodeError::DuplicateKey { field: "metadata" }
+        );
     }
 
     #[test]

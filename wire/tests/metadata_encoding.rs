@@ -82,7 +82,11 @@ fn keys_are_written_in_byte_order_whatever_the_insertion_order() {
         "the metadata map is not written in byte-wise key order"
     );
 
-    let reversed: Metadata = m.iter().rev().map(|(k, v)| (k, v.clone())).collect();
+    let reversed: Metadata = m
+        .iter()
+        .rev()
+        .map(|(k, v)| (k.to_owned(), v.clone()))
+        .collect();
     assert_eq!(reversed, m);
     assert_eq!(event().with_metadata(reversed).encode(), bytes);
 }
