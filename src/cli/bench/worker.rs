@@ -198,15 +198,16 @@ pub async fn run_worker_bench(
     }
     let mut runs = Vec::new();
     let mut memory = None;
+    // The Iggy server each pool's stream is deleted from when it is done.
+    let iggy = match &plain {
+        Some(PlainWorker::Iggy(target)) => Some(target),
+        _ => None,
+    };
     for (n, &members) in options.members.iter().enumerate() {
         let topology = TopologyConfig::new(super::fresh_stream("worker"))
             .with_partitions(options.partitions)
             .ensure(log.as_ref())
             .await?;
-        let iggy = match &plain {
-            Some(PlainWorker::Iggy(target)) => Some(target),
-            _ => None,
-        };
         let (ours, plain_time) = deleting_stream(iggy, topology.commands.stream_id, async {
             preload(&log, &topology, &options).await?;
             let plain_run = async || -> Result<Option<Spent>, BenchError> {
