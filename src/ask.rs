@@ -42,7 +42,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use agdx_wire::{
-    AgentEnvelope, AgentId, ChannelId, ContentType, CorrelationId, ErrorBody, ErrorCode,
+    AgentEnvelope, AgentId, Bytes, ChannelId, ContentType, CorrelationId, ErrorBody, ErrorCode,
     LogPosition, TaskState, TokenUsage,
 };
 use dashmap::DashMap;
@@ -185,7 +185,7 @@ pub struct Reply {
     /// its sender named in the `agdx.ref.ct` metadata (`raw` when none).
     pub content_type: ContentType,
     /// The body, fetched and verified when it was claim-checked.
-    pub body: Vec<u8>,
+    pub body: Bytes,
     /// Whether the body came through the blob store.
     pub claim_checked: bool,
 }
@@ -224,7 +224,7 @@ pub enum ReplyEvent {
         /// Its position in the stream, from 0.
         sequence: u64,
         /// Its bytes (never empty: empty chunks are not reported).
-        body: Vec<u8>,
+        body: Bytes,
     },
     /// The writer started the stream over on a new channel (it was
     /// restarted mid-stream): discard the chunks received so far.

@@ -13,7 +13,7 @@
 
 use std::sync::Arc;
 
-use agdx_wire::{AgentEnvelope, BodyRef, ContentType, Metadata, WireError};
+use agdx_wire::{AgentEnvelope, BodyRef, Bytes, ContentType, Metadata, WireError};
 use sha2::{Digest, Sha256};
 
 use crate::blob::{BlobError, BlobStore};
@@ -102,7 +102,7 @@ impl ClaimCheckError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Resolved {
     /// The bytes: fetched and verified when the body was a claim check.
-    pub body: Vec<u8>,
+    pub body: Bytes,
     /// The body's codec: for a claim check, the one
     /// [`META_REF_CONTENT_TYPE`] names (`raw` when none).
     pub content_type: ContentType,
@@ -119,7 +119,7 @@ pub(crate) async fn resolve_body(
 ) -> Result<Resolved, ClaimCheckError> {
     match (content_type, check) {
         (ContentType::Ref, Some(check)) => Ok(Resolved {
-            body: check.resolve(&envelope.body).await?,
+            body: check.resolve(&envelope.body).await?.into(),
             content_type: referenced_content_type(envelope.metadata.as_ref()),
             claim_checked: true,
         }),

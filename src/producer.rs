@@ -28,8 +28,8 @@ use std::sync::{Arc, Mutex};
 
 use agdx_wire::{
     AgentCard, AgentEnvelope, AgentId, BodyRef, ContentType, ConversationId, CorrelationId,
-    ErrorBody, HeaderCapError, Metadata, RecordId, StreamPurpose, TaskState, ValidationError,
-    check_header_caps, record_headers,
+    ErrorBody, HeaderCapError, IntoBody, Metadata, RecordId, StreamPurpose, TaskState,
+    ValidationError, check_header_caps, record_headers,
 };
 use tracing::Instrument;
 
@@ -406,7 +406,7 @@ impl Producer {
     pub fn response_envelope(
         &self,
         to: &ReplyTo,
-        body: Vec<u8>,
+        body: impl IntoBody,
         content_type: ContentType,
     ) -> Outgoing {
         self.response_envelope_with(to, body, content_type, ReplyFields::default())
@@ -417,7 +417,7 @@ impl Producer {
     pub fn response_envelope_with(
         &self,
         to: &ReplyTo,
-        body: Vec<u8>,
+        body: impl IntoBody,
         content_type: ContentType,
         fields: ReplyFields,
     ) -> Outgoing {
@@ -450,7 +450,7 @@ impl Producer {
     pub async fn respond(
         &self,
         to: &ReplyTo,
-        body: Vec<u8>,
+        body: impl IntoBody,
         content_type: ContentType,
     ) -> Result<Sent, ProduceError> {
         let outgoing = self.response_envelope(to, body, content_type);
@@ -471,7 +471,7 @@ impl Producer {
         &self,
         conversation: Option<ConversationId>,
         operation: Option<&str>,
-        body: Vec<u8>,
+        body: impl IntoBody,
         content_type: ContentType,
     ) -> Result<Sent, ProduceError> {
         let conversation = conversation.unwrap_or_else(new_conversation_id);
@@ -561,7 +561,7 @@ impl Producer {
     pub async fn progress(
         &self,
         to: &ReplyTo,
-        body: Vec<u8>,
+        body: impl IntoBody,
         content_type: ContentType,
     ) -> Result<Sent, ProduceError> {
         let envelope = AgentEnvelope::status_progress(
@@ -582,7 +582,7 @@ impl Producer {
     pub async fn status_progress(
         &self,
         conversation: ConversationId,
-        body: Vec<u8>,
+        body: impl IntoBody,
         content_type: ContentType,
     ) -> Result<Sent, ProduceError> {
         let envelope = AgentEnvelope::status_progress(
@@ -761,7 +761,8 @@ impl Producer {
         if let Some(check) = check {
             let envelope = envelope.to_mut();
             let body = std::mem::take(&mut envelope.body);
-            (envelope.body, content_type) = check.outgoing(body, content_type).await?;
+            let (body, claimed) = check.outgoing(body.into(), content_type).await?;
+            (envelope.body, content_type) = (body.into(), claimed);
         }
         if let Some(signer) = &self.inner.signer {
             envelope = Cow::Owned(signer.sign_record(envelope.into_owned(), content_type));

@@ -27,14 +27,14 @@
 //! let last = AgentEnvelope::chunk_last(conv, me, corr, chan, NonZeroU64::MIN, b"lo".to_vec(), Some("stop"), None);
 //!
 //! let mut stream = StreamAssembler::new(chan);
-//! assert_eq!(stream.push(&open, 0), vec![StreamEvent::Chunk { sequence: 0, body: b"Hel".to_vec() }]);
+//! assert_eq!(stream.push(&open, 0), vec![StreamEvent::Chunk { sequence: 0, body: b"Hel"[..].into() }]);
 //! assert_eq!(stream.push(&open, 0), vec![]); // duplicate, dropped
 //! let events = stream.push(&last, 0);
 //! assert!(matches!(events.last(), Some(StreamEvent::End(StreamEnd::Finished { .. }))));
 //! assert_eq!(stream.counters().duplicates, 1);
 //! ```
 
-use agdx_wire::{AgentEnvelope, ChannelId, ErrorBody, ErrorCode, Kind, TokenUsage};
+use agdx_wire::{AgentEnvelope, Bytes, ChannelId, ErrorBody, ErrorCode, Kind, TokenUsage};
 
 /// How a stream ended, as this reader saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,7 +81,7 @@ pub enum StreamEvent {
         /// Its position in the stream, from 0.
         sequence: u64,
         /// Its bytes, never empty.
-        body: Vec<u8>,
+        body: Bytes,
     },
     /// The stream ended; nothing follows.
     End(StreamEnd),

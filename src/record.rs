@@ -62,7 +62,7 @@ pub fn envelope_of(record: &LogRecord) -> Result<AgentEnvelope, RecordError> {
         .transpose()?;
     match version {
         Some(found) if found != WIRE_VERSION => Err(RecordError::UnsupportedVersion { found }),
-        _ => Ok(AgentEnvelope::decode_valid(&record.payload)?),
+        _ => Ok(AgentEnvelope::decode_valid_shared(&record.payload)?),
     }
 }
 
@@ -131,6 +131,22 @@ mod tests {
                 kind: "string",
                 len: 1
             }
+        );
+    }
+
+    /// A handler's body is the record's bytes, not a copy of them: a large
+    /// body is read once off the log and never copied on the way in.
+    #[test]
+    fn the_envelope_body_shares_the_record_payload() {
+        let record = record(None);
+        let envelope = envelope_of(&record).unwrap();
+        assert_eq!(envelope.body, b"paid"[..]);
+        assert!(
+            record
+                .payload
+                .as_ptr_range()
+                .contains(&envelope.body.as_ptr()),
+            "the body was copied out of the payload"
         );
     }
 }

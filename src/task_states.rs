@@ -13,7 +13,7 @@
 
 use std::time::Duration;
 
-use agdx_wire::{AgentEnvelope, AgentId, CorrelationId, Kind, Metadata, RecordId, Scalar};
+use agdx_wire::{AgentEnvelope, AgentId, Bytes, CorrelationId, Kind, Metadata, RecordId, Scalar};
 
 use crate::log::{SharedLog, TopicInfo};
 use crate::record::envelope_of;
@@ -82,7 +82,7 @@ pub(crate) async fn input_arrived(
     partition: u32,
     from: u64,
     (correlation, sender, prompt): (CorrelationId, &AgentId, Option<RecordId>),
-) -> Vec<u8> {
+) -> Bytes {
     let correlation = correlation.to_string();
     crate::cancel::read_on(log, commands, partition, from, "the input", |record| {
         let envelope = envelope_of(record).ok()?;

@@ -2,7 +2,8 @@
 //! bytes that decode to the same value: as an envelope, and as every capsule
 //! (each reads the same bytes), and its JSON view, as text, reads back to
 //! the same bytes. The body readers (`validate` leaves bodies alone) see
-//! the same hostile bytes.
+//! the same hostile bytes. An envelope decoded from a shared buffer is the
+//! one decoded by copying, its body a slice of that buffer.
 
 #![no_main]
 
@@ -10,7 +11,7 @@ use std::fmt::Debug;
 
 use agdx_wire::json::JsonCodec;
 use agdx_wire::{
-    AgentCard, AgentEnvelope, AgentPresence, BodyRef, DeadLetter, ErrorBody, FoldSnapshot, Kind,
+    AgentCard, AgentEnvelope, AgentPresence, BodyRef, Bytes, DeadLetter, ErrorBody, FoldSnapshot, Kind,
     SIGNING_DOMAIN, Signature, SignatureContext, TokenUsage, signing_input,
 };
 use libfuzzer_sys::fuzz_target;
@@ -39,6 +40,14 @@ fn round_trip<T: JsonCodec + PartialEq + Debug>(data: &[u8]) -> Option<(T, Vec<u
 }
 
 fuzz_target!(|data: &[u8]| {
+    let shared = Bytes::copy_from_slice(data);
+    let by_share = AgentEnvelope::decode_shared(&shared);
+    assert_eq!(by_share, AgentEnvelope::decode(data), "decoded from a shared buffer");
+    if let Ok(envelope) = &by_share
+        && !envelope.body.is_empty()
+    {
+        assert!(shared.as_ptr_range().contains(&envelope.body.as_ptr()));
+    }
     round_trip::<ErrorBody>(data);
     round_trip::<BodyRef>(data);
     round_trip::<DeadLetter>(data);

@@ -1,6 +1,8 @@
 //! Chunk streams: one reply written as a run of chunks.
 
-use agdx_wire::{AgentEnvelope, ChannelId, ContentType, ErrorBody, StreamPurpose, TokenUsage};
+use agdx_wire::{
+    AgentEnvelope, ChannelId, ContentType, ErrorBody, IntoBody, StreamPurpose, TokenUsage,
+};
 
 use super::{Outgoing, ProduceError, Producer, ReplyRecorder, ReplyTo};
 use crate::ids::{new_channel_id, new_record_id};
@@ -70,7 +72,7 @@ impl ChunkWriter {
     /// The chunk with the next sequence number, addressed and validated.
     fn chunk(
         &self,
-        body: Vec<u8>,
+        body: impl IntoBody,
         last: Option<(Option<&str>, Option<TokenUsage>)>,
     ) -> Result<AgentEnvelope, ProduceError> {
         let source = self.producer.inner.source.clone();
@@ -138,7 +140,7 @@ impl ChunkWriter {
     }
 
     /// Sends the next chunk (non-empty).
-    pub async fn send(&mut self, body: Vec<u8>) -> Result<(), ProduceError> {
+    pub async fn send(&mut self, body: impl IntoBody) -> Result<(), ProduceError> {
         let chunk = self.chunk(body, None)?;
         self.next_sequence += 1;
         self.push(chunk, self.content_type, false).await
@@ -148,7 +150,7 @@ impl ChunkWriter {
     /// finish reason and usage, and appends everything held back.
     pub async fn finish(
         mut self,
-        body: Vec<u8>,
+        body: impl IntoBody,
         finish_reason: Option<&str>,
         usage: Option<TokenUsage>,
     ) -> Result<(), ProduceError> {
@@ -161,7 +163,7 @@ impl ChunkWriter {
     /// task state), and appends everything held back.
     pub async fn finish_with(
         mut self,
-        body: Vec<u8>,
+        body: impl IntoBody,
         fields: super::ReplyFields,
     ) -> Result<(), ProduceError> {
         let usage = fields.usage;

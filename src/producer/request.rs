@@ -1,8 +1,8 @@
 //! What a command asks for, and where a reply goes.
 
 use agdx_wire::{
-    AgentEnvelope, AgentId, ContentType, ConversationId, CorrelationId, IdempotencyKey,
-    LogPosition, Metadata, RecordId,
+    AgentEnvelope, AgentId, Bytes, ContentType, ConversationId, CorrelationId, IdempotencyKey,
+    IntoBody, LogPosition, Metadata, RecordId,
 };
 
 /// A command to send: operation, body and the optional refinements.
@@ -24,7 +24,7 @@ pub struct CommandRequest {
     pub operation: Option<String>,
     /// The payload; claim-checked when the producer has a [`ClaimCheck`](crate::ClaimCheck)
     /// and the body is over its threshold.
-    pub body: Vec<u8>,
+    pub body: Bytes,
     /// The body's codec (`raw` unless set).
     pub content_type: ContentType,
     /// Continue this conversation. When absent, a command with an
@@ -52,11 +52,11 @@ pub struct CommandRequest {
 
 impl CommandRequest {
     /// A command asking for `operation` with `body` (raw bytes).
-    pub fn new(operation: impl Into<String>, body: Vec<u8>) -> Self {
+    pub fn new(operation: impl Into<String>, body: impl IntoBody) -> Self {
         Self {
             target: None,
             operation: Some(operation.into()),
-            body,
+            body: body.into_body(),
             content_type: ContentType::Raw,
             conversation: None,
             correlation: None,

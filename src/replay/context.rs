@@ -258,7 +258,7 @@ impl Built {
         };
         match (e.kind, e.channel) {
             (Kind::Command | Kind::Event | Kind::Response, _) => {
-                let turn = turn(record, e, default_role(e), e.body.clone());
+                let turn = turn(record, e, default_role(e), e.body.to_vec());
                 self.placed.push(place(turn, None));
             }
             (Kind::Chunk | Kind::Error, Some(channel)) if !self.ended.contains(&channel) => {

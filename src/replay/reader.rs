@@ -118,7 +118,7 @@ impl ReplayRecord {
     /// Decodes a record of `topic`; `None` when the payload is neither an
     /// envelope, a dead-letter capsule nor a fold snapshot.
     pub fn decode(topic: &str, record: LogRecord) -> Option<Self> {
-        let item = if let Ok(envelope) = AgentEnvelope::decode(&record.payload) {
+        let item = if let Ok(envelope) = AgentEnvelope::decode_shared(&record.payload) {
             ReplayItem::Envelope(Box::new(envelope))
         } else if let Ok(capsule) = DeadLetter::decode(&record.payload) {
             let original = AgentEnvelope::decode(&capsule.payload).ok().map(Box::new);

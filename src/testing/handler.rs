@@ -209,7 +209,7 @@ mod tests {
         assert_eq!(request.source(), &agent("planner"));
         assert_eq!(request.envelope.target, Some(agent("summarizer")));
         assert_eq!(request.content_type, ContentType::Json);
-        assert_eq!(request.body, b"{\"id\":1}");
+        assert_eq!(request.body, &b"{\"id\":1}"[..]);
         assert_eq!(request.position.topic, test.topology().commands.topic_id);
         let to = request.reply_to().expect("a command is answered");
         assert_eq!(to.target, agent("planner"));
@@ -240,7 +240,7 @@ mod tests {
             HandlerReply::Streamed
         );
         let published = test.published();
-        let bodies: Vec<&[u8]> = published.iter().map(|e| e.body.as_slice()).collect();
+        let bodies: Vec<&[u8]> = published.iter().map(|e| &e.body[..]).collect();
         assert_eq!(bodies, [&b"one"[..], b"two", b"three"]);
         assert!(published.iter().all(|e| e.correlation == correlation));
         assert_eq!(

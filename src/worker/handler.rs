@@ -4,8 +4,8 @@
 use std::sync::{Arc, Mutex};
 
 use agdx_wire::{
-    AgentEnvelope, AgentId, ContentType, ErrorBody, ErrorCode, LogPosition, StreamPurpose,
-    TaskState,
+    AgentEnvelope, AgentId, Bytes, ContentType, ErrorBody, ErrorCode, IntoBody, LogPosition,
+    StreamPurpose, TaskState,
 };
 use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
@@ -25,7 +25,7 @@ pub struct Request {
     /// its sender named in the `agdx.ref.ct` metadata (`raw` when none).
     pub content_type: ContentType,
     /// The body, fetched and verified when it was claim-checked.
-    pub body: Vec<u8>,
+    pub body: Bytes,
     /// Whether the body came through the blob store.
     pub claim_checked: bool,
     /// Which attempt this is, from 1.
@@ -122,9 +122,9 @@ impl Request {
     /// and the handler goes on with the input's body.
     pub async fn ask_input(
         &self,
-        prompt: Vec<u8>,
+        prompt: impl IntoBody,
         wait: std::time::Duration,
-    ) -> Result<Vec<u8>, crate::task_states::InputError> {
+    ) -> Result<Bytes, crate::task_states::InputError> {
         use crate::task_states::{InputError, input_arrived};
         let (Some(to), Some(commands)) = (&self.reply_to, &self.commands) else {
             return Err(InputError::NoCaller);
@@ -132,7 +132,7 @@ impl Request {
         let mut status = self
             .producer
             .status_task_envelope(to, TaskState::InputRequired);
-        status.envelope.body = prompt;
+        status.envelope.body = prompt.into_body();
         status.content_type = ContentType::Raw;
         let responses = &self.producer.topology().responses;
         let sent = self.producer.publish_one(responses, status).await?;
@@ -177,7 +177,7 @@ pub enum HandlerReply {
         /// The response body; claim-checked when the worker's producer has
         /// a [`ClaimCheck`](crate::ClaimCheck) and the body is over its
         /// threshold.
-        body: Vec<u8>,
+        body: Bytes,
         /// The body's codec.
         content_type: ContentType,
         /// What the response carries beside its body (usage, finish
@@ -193,19 +193,19 @@ pub enum HandlerReply {
 
 impl HandlerReply {
     /// A response with `body` in codec `content_type`.
-    pub fn body(body: impl Into<Vec<u8>>, content_type: ContentType) -> Self {
+    pub fn body(body: impl IntoBody, content_type: ContentType) -> Self {
         HandlerReply::Body {
-            body: body.into(),
+            body: body.into_body(),
             content_type,
             fields: ReplyFields::default(),
         }
     }
     /// A raw-bytes response.
-    pub fn raw(body: impl Into<Vec<u8>>) -> Self {
+    pub fn raw(body: impl IntoBody) -> Self {
         Self::body(body, ContentType::Raw)
     }
     /// A JSON response.
-    pub fn json(body: impl Into<Vec<u8>>) -> Self {
+    pub fn json(body: impl IntoBody) -> Self {
         Self::body(body, ContentType::Json)
     }
 

@@ -21,7 +21,7 @@ async fn an_ask_gets_the_workers_response_addressed_back_to_the_asker() {
             ReplyEvent::Response(reply) => reply,
             other => panic!("expected a response, got {other:?}"),
         };
-        assert_eq!(reply.body, b"hi there");
+        assert_eq!(reply.body, &b"hi there"[..]);
         assert_eq!(reply.content_type, ContentType::Json);
         let e = &reply.envelope;
         assert_eq!(e.kind, Kind::Response);
@@ -70,7 +70,7 @@ async fn a_watch_hears_its_reply_after_its_requester_is_dropped() {
         drop(requester);
         let worker = Running::start(fabric.worker("echo").handle("hello", EchoHandler));
         match watch.next(ANSWER).await {
-            Ok(ReplyEvent::Response(reply)) => assert_eq!(reply.body, b"still here"),
+            Ok(ReplyEvent::Response(reply)) => assert_eq!(reply.body, &b"still here"[..]),
             other => panic!("expected the response, got {other:?}"),
         }
         worker.stop().await;
@@ -108,7 +108,7 @@ async fn a_streaming_handler_reaches_the_asker_chunk_by_chunk() {
         let end = loop {
             match watch.next(ANSWER).await.expect("a reply event") {
                 ReplyEvent::Chunk { sequence, body } => {
-                    chunks.push((sequence, String::from_utf8(body).expect("utf-8")))
+                    chunks.push((sequence, String::from_utf8(body.to_vec()).expect("utf-8")))
                 }
                 ReplyEvent::StreamEnd(end) => break end,
                 other => panic!("unexpected {other:?}"),

@@ -73,7 +73,10 @@ async fn an_ax_call_reaches_the_routed_agent_and_comes_back_ok() {
             assert_eq!(command.source, agent_id("ax-ipc"));
             assert_eq!(command.target, Some(agent_id("memory")));
             assert_eq!(content_type_of(record), ContentType::Json);
-            assert_eq!(command.body, br#"{"action":"memory_list","scope":"notes"}"#);
+            assert_eq!(
+                command.body,
+                &br#"{"action":"memory_list","scope":"notes"}"#[..]
+            );
             assert_eq!(command.conversation, session_conversation("session-1"));
             let deadline = command.deadline_micros.expect("a deadline");
             assert!(deadline >= before + PATIENCE.as_micros() as u64);

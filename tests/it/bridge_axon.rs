@@ -291,7 +291,10 @@ async fn one_way_messages_become_events_on_the_log() {
         assert_eq!(e.kind, Kind::Event);
         assert_eq!(e.operation.as_deref(), Some("family.news"));
         assert_eq!(e.target, Some(agent_id("home")), "routed like a request");
-        assert_eq!(e.body, br#"{"domain":"family.news","text":"dinner at 7"}"#);
+        assert_eq!(
+            e.body,
+            &br#"{"domain":"family.news","text":"dinner at 7"}"#[..]
+        );
         assert_eq!(
             text(e.metadata.as_ref().unwrap(), "axon.kind"),
             Some("message")
@@ -344,7 +347,7 @@ async fn an_exposed_agent_s_commands_reach_its_axon_peer_and_the_answers_come_ba
         let Answer::Response(reply) = answer else {
             panic!("a response")
         };
-        assert_eq!(reply.body, br#"{"answer":2}"#);
+        assert_eq!(reply.body, &br#"{"answer":2}"#[..]);
         assert_eq!(reply.content_type, ContentType::Json);
         assert_eq!(reply.envelope.source, agent_id("remote"));
         assert_eq!(

@@ -228,7 +228,7 @@ async fn both_directions(bin: &Path, fabric: &Fabric) {
         .map(|r| AgentEnvelope::decode_valid(&r.payload).unwrap())
         .find(|e| e.operation.as_deref() == Some("axon.request"))
         .expect("the request is a command on the log");
-    assert_eq!(command.body, br#"{"message":"hello from axon"}"#);
+    assert_eq!(command.body, &br#"{"message":"hello from axon"}"#[..]);
     assert_eq!(command.target, Some(agdx_agent("echo")));
 
     // agdx → AXON: a command to the exposed agent is an AXON request; the
@@ -289,7 +289,7 @@ async fn both_directions(bin: &Path, fabric: &Fabric) {
             .await
             .iter()
             .map(|r| AgentEnvelope::decode_valid(&r.payload).unwrap())
-            .find(|e| e.body == br#"{"data":"fire and forget"}"#)
+            .find(|e| e.body == br#"{"data":"fire and forget"}"#[..])
             .map(|e| assert_eq!(e.operation.as_deref(), Some("axon.message")))
     })
     .await;

@@ -477,7 +477,7 @@ async fn a_local_client_starts_the_bridge_on_stdio() {
         .filter_map(|r| agdx::wire::AgentEnvelope::decode_valid(&r.payload).ok())
         .find(|e| e.operation.as_deref() == Some("add"))
         .expect("the call's command");
-    assert_eq!(command.body, br#"{"a":1,"b":2}"#);
+    assert_eq!(command.body, &br#"{"a":1,"b":2}"#[..]);
     let hops: Vec<&str> = command
         .metadata
         .iter()

@@ -147,7 +147,7 @@ async fn a_command_cancelled_before_it_starts_is_not_run_and_its_key_remembers()
         assert_eq!(error.code, ErrorCode::Cancelled, "{error:?}");
         assert_eq!(states, [TaskState::Canceled]);
         match other.next(ANSWER).await {
-            Ok(ReplyEvent::Response(reply)) => assert_eq!(reply.body, b"posted"),
+            Ok(ReplyEvent::Response(reply)) => assert_eq!(reply.body, &b"posted"[..]),
             other => panic!("a stranger's cancel stopped a command: {other:?}"),
         }
         assert_eq!(
@@ -229,7 +229,7 @@ async fn a_cancel_behind_the_last_command_of_a_full_poll_keeps_it_from_running()
                 continue;
             }
             match watch.next(ANSWER).await {
-                Ok(ReplyEvent::Response(reply)) => assert_eq!(reply.body, b"posted", "c{n}"),
+                Ok(ReplyEvent::Response(reply)) => assert_eq!(reply.body, &b"posted"[..], "c{n}"),
                 other => panic!("c{n} was not answered: {other:?}"),
             }
         }

@@ -76,7 +76,9 @@ async fn read_stream(watch: &mut ReplyWatch) -> (Vec<String>, StreamEnd) {
     let mut chunks = Vec::new();
     loop {
         match watch.next(ANSWER).await.expect("a reply event") {
-            ReplyEvent::Chunk { body, .. } => chunks.push(String::from_utf8(body).expect("utf-8")),
+            ReplyEvent::Chunk { body, .. } => {
+                chunks.push(String::from_utf8(body.to_vec()).expect("utf-8"))
+            }
             ReplyEvent::StreamEnd(end) => return (chunks, end),
             other => panic!("unexpected {other:?}"),
         }
@@ -359,20 +361,20 @@ async fn a_stream_started_over_on_a_new_channel_replaces_the_unfinished_one() {
             vec![
                 ReplyEvent::Chunk {
                     sequence: 0,
-                    body: b"a".to_vec()
+                    body: b"a".to_vec().into()
                 },
                 ReplyEvent::Chunk {
                     sequence: 1,
-                    body: b"b".to_vec()
+                    body: b"b".to_vec().into()
                 },
                 ReplyEvent::StreamRestarted { channel: again },
                 ReplyEvent::Chunk {
                     sequence: 0,
-                    body: b"A".to_vec()
+                    body: b"A".to_vec().into()
                 },
                 ReplyEvent::Chunk {
                     sequence: 1,
-                    body: b"B".to_vec()
+                    body: b"B".to_vec().into()
                 },
                 ReplyEvent::StreamEnd(StreamEnd::Finished {
                     finish_reason: Some("stop".into()),

@@ -6,7 +6,7 @@ use crate::support;
 
 use std::sync::Arc;
 
-use agdx::wire::{BodyRef, ContentType, DeadLetter, DeadLetterReason, ErrorCode};
+use agdx::wire::{BodyRef, Bytes, ContentType, DeadLetter, DeadLetterReason, ErrorCode};
 use agdx::worker::{EchoHandler, Worker};
 use agdx::{
     Answer, AskError, ClaimCheck, CommandRequest, DirBlobStore, Requester, content_type_of,
@@ -59,7 +59,7 @@ async fn a_large_body_goes_through_the_blob_store_and_comes_back_intact() {
         assert!(commands[0].payload.len() < THRESHOLD, "the log holds the reference, not the bytes");
         // Small bodies are not claim-checked.
         let small = requester.ask(CommandRequest::new("echo", b"small".to_vec()).to(agent_id("echo")), ANSWER).await.expect("ask");
-        assert!(matches!(small, Answer::Response(reply) if !reply.claim_checked && reply.body == b"small"));
+        assert!(matches!(small, Answer::Response(reply) if !reply.claim_checked && reply.body == b"small"[..]));
         worker.stop().await;
     })
     .await;
@@ -111,7 +111,7 @@ async fn a_retried_claim_checked_command_gets_its_fetched_body_again() {
             other => panic!("expected a response, got {other:?}"),
         }
         let seen = seen.lock().expect("calls").clone();
-        let want = |attempt| (attempt, body.clone(), true, ContentType::Raw);
+        let want = |attempt| (attempt, Bytes::from(body.clone()), true, ContentType::Raw);
         assert_eq!(
             seen,
             vec![want(1), want(2)],

@@ -211,7 +211,7 @@ async fn a_live_holder_slower_than_the_wait_is_waited_for() {
             loop {
                 match watch.next(ANSWER).await.expect("an answer") {
                     agdx::ReplyEvent::Response(reply) => {
-                        assert_eq!(reply.body, b"done");
+                        assert_eq!(reply.body, &b"done"[..]);
                         break;
                     }
                     agdx::ReplyEvent::Status(_) => {}

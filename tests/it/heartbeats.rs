@@ -64,7 +64,7 @@ async fn heartbeats_keep_an_ask_waiting_past_its_timeout() {
         let Answer::Response(reply) = answer else {
             panic!("a response")
         };
-        assert_eq!(reply.body, b"done");
+        assert_eq!(reply.body, &b"done"[..]);
         let command = reply.envelope.cause.expect("the reply names its command");
         let beats: Vec<_> = fabric
             .responses()

@@ -36,7 +36,7 @@ async fn post(fabric: &Fabric, source: &str, key: &str, body: &str) -> Vec<u8> {
         .await
         .expect("ask")
     {
-        Answer::Response(reply) => reply.body,
+        Answer::Response(reply) => reply.body.to_vec(),
         other => panic!("expected a response, got {other:?}"),
     }
 }
@@ -177,7 +177,7 @@ async fn a_key_recorded_but_not_yet_answered_when_its_worker_died_does_not_run_a
         let runs = Arc::new(AtomicU32::new(0));
         let worker = Running::start(ledger(&fabric, "state", runs.clone()));
         match watch.next(ANSWER).await.expect("a reply") {
-            agdx::ReplyEvent::Response(reply) => assert_eq!(reply.body, b"42 EUR"),
+            agdx::ReplyEvent::Response(reply) => assert_eq!(reply.body, &b"42 EUR"[..]),
             other => panic!("expected the stored response, got {other:?}"),
         }
         assert_eq!(

@@ -94,7 +94,7 @@ async fn a_slow_reply_partition_holds_up_only_the_keyed_commands_that_need_it() 
             .idempotency_key(IdempotencyKey::new("pay-1").expect("a key"))
             .conversation(conversation_in(&fabric, 1));
         match fabric.requester("shop").ask(request, ANSWER).await {
-            Ok(Answer::Response(reply)) => assert_eq!(reply.body, b"100 EUR"),
+            Ok(Answer::Response(reply)) => assert_eq!(reply.body, &b"100 EUR"[..]),
             other => panic!("the keyed command in partition 1 is answered: {other:?}"),
         }
         worker.stop().await;

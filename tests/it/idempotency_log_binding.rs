@@ -48,7 +48,7 @@ fn post(
             .to(agent_id("ledger"))
             .idempotency_key(IdempotencyKey::new(key).expect("a valid key"));
         match requester.ask(request, ANSWER).await.expect("ask") {
-            Answer::Response(reply) => reply.body,
+            Answer::Response(reply) => reply.body.to_vec(),
             other => panic!("expected a response, got {other:?}"),
         }
     }

@@ -45,7 +45,7 @@ async fn post(fabric: &Fabric, key: &str, body: &str) -> Vec<u8> {
         .await
         .expect("ask")
     {
-        Answer::Response(reply) => reply.body,
+        Answer::Response(reply) => reply.body.to_vec(),
         other => panic!("expected a response, got {other:?}"),
     }
 }

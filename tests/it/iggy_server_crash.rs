@@ -105,7 +105,7 @@ async fn a_killed_iggy_server_keeps_every_acknowledged_command_and_committed_rep
     let mut command_ids: HashMap<(u32, u64), RecordId> = HashMap::new();
     for record in fabric.records(&topology.commands).await {
         let envelope = AgentEnvelope::decode_valid(&record.payload).expect("a valid command");
-        bodies.insert(String::from_utf8(envelope.body).expect("a text body"));
+        bodies.insert(String::from_utf8(envelope.body.to_vec()).expect("a text body"));
         let id = envelope.record.expect("a command has a record id");
         command_ids.insert((record.position.partition, record.position.offset), id);
     }

@@ -69,7 +69,7 @@ async fn has_inbox(fabric: &Fabric, agent: &str) -> bool {
 /// The body of a response answer.
 fn response(answer: Answer) -> Vec<u8> {
     match answer {
-        Answer::Response(reply) => reply.body,
+        Answer::Response(reply) => reply.body.to_vec(),
         other => panic!("expected a response, got {other:?}"),
     }
 }
@@ -129,7 +129,7 @@ async fn an_ask_through_an_inbox_is_answered_streamed_and_deduplicated() {
             ReplyEvent::Response(reply) => reply,
             other => panic!("expected a response, got {other:?}"),
         };
-        assert_eq!(reply.body, b"hi");
+        assert_eq!(reply.body, &b"hi"[..]);
         let cause_at = reply.envelope.cause_at.expect("the command's position");
         assert_eq!(
             cause_at.topic, inbox.topic_id,
@@ -243,7 +243,7 @@ async fn a_dead_letter_from_an_inbox_is_redriven_back_into_it() {
                 .await
                 .into_iter()
                 .find(|e| e.kind == Kind::Response && e.cause == Some(record))
-                .filter(|e| e.body == b"posted order 7")
+                .filter(|e| e.body == b"posted order 7"[..])
         })
         .await;
 
@@ -344,7 +344,7 @@ async fn requesters_and_pools_of_either_routing_reach_each_other() {
         assert_eq!(early.sent().topic, "agent.commands");
         let late = Running::start(inbox_worker(&fabric, "late").handle("hello", EchoHandler));
         match early.next(ANSWER).await.expect("a reply") {
-            ReplyEvent::Response(reply) => assert_eq!(reply.body, b"early"),
+            ReplyEvent::Response(reply) => assert_eq!(reply.body, &b"early"[..]),
             other => panic!("expected a response, got {other:?}"),
         }
         inboxed.stop().await;
@@ -391,7 +391,7 @@ async fn an_inbox_conversation_replays_with_its_commands_in_log_order() {
                 .iter()
                 .filter_map(|r| {
                     let e = r.envelope()?;
-                    Some((r.topic.clone(), e.kind, e.body.clone()))
+                    Some((r.topic.clone(), e.kind, e.body.to_vec()))
                 })
                 .collect();
             let (inbox, responses) = (inbox.topic.clone(), "agent.responses".to_owned());

@@ -201,7 +201,7 @@ async fn a_worker_pool_over_three_brokers_survives_one_broker_killed() {
                     answered
                         .entry(key.to_string())
                         .or_default()
-                        .push(envelope.body);
+                        .push(envelope.body.to_vec());
                 }
             }
         }

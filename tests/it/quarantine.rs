@@ -84,7 +84,9 @@ async fn an_operator_quarantine_stops_asks_and_pauses_the_pool_and_lifting_it_re
                 .records(&fabric.topology.commands)
                 .await
                 .iter()
-                .any(|r| { AgentEnvelope::decode(&r.payload).is_ok_and(|e| e.body == b"refused") }),
+                .any(|r| {
+                    AgentEnvelope::decode(&r.payload).is_ok_and(|e| e.body == b"refused"[..])
+                }),
             "a refused ask sends nothing"
         );
 
@@ -163,7 +165,7 @@ async fn unsigned_agent_signed_expired_and_republished_facts_change_nothing() {
             ("replayed.bin", captured.payload.to_vec()),
             ("bad-body.bin", {
                 let mut bad = fact("ops", true);
-                bad.body = b"\xffnot text".to_vec();
+                bad.body = b"\xffnot text".to_vec().into();
                 ops.sign(bad, None).encode()
             }),
         ];

@@ -74,7 +74,7 @@ async fn a_reply_carries_usage_finish_reason_tool_task_state_and_metadata() {
             panic!("expected a response");
         };
         let e = &reply.envelope;
-        assert_eq!(reply.body, b"Paris");
+        assert_eq!(reply.body, &b"Paris"[..]);
         assert_eq!(e.usage, Some(spent()));
         assert_eq!(e.finish_reason.as_deref(), Some("stop"));
         assert_eq!(e.tool.as_deref(), Some("atlas"));

@@ -106,7 +106,7 @@ async fn a_verifying_worker_answers_signed_commands_and_refuses_the_rest() {
             .expect("a signed ask")
         {
             Answer::Response(reply) => {
-                assert_eq!(reply.body, b"incident 42");
+                assert_eq!(reply.body, &b"incident 42"[..]);
                 let signature = reply.envelope.signature.as_ref().expect("a signed reply");
                 assert_eq!(signature.key_id, summarizer.key_id().to_bytes());
             }
@@ -154,7 +154,7 @@ async fn a_verifying_worker_answers_signed_commands_and_refuses_the_rest() {
         // Forged: signed, then the body changed on the way.
         let forged = planner.sign(command("original"), None);
         let mut tampered = forged.clone();
-        tampered.body = b"forged".to_vec();
+        tampered.body = b"forged".to_vec().into();
         append_raw(
             &fabric,
             &fabric.topology.commands,
@@ -198,7 +198,7 @@ async fn a_verifying_worker_answers_signed_commands_and_refuses_the_rest() {
             .ask(request("matched").content_type(ContentType::Json), ANSWER)
             .await
             .expect("a bound, matching signature is accepted");
-        assert!(matches!(matched, Answer::Response(r) if r.body == b"matched"));
+        assert!(matches!(matched, Answer::Response(r) if r.body == b"matched"[..]));
         worker.stop().await;
     })
     .await;
@@ -237,7 +237,7 @@ async fn a_signing_bridge_s_commands_carry_its_hop_and_verify() {
             .await
             .expect("a signed command with a hop is accepted")
         {
-            Answer::Response(reply) => assert_eq!(reply.body, b"through a bridge"),
+            Answer::Response(reply) => assert_eq!(reply.body, &b"through a bridge"[..]),
             other => panic!("expected a response, got {other:?}"),
         }
         let command = fabric
@@ -245,7 +245,7 @@ async fn a_signing_bridge_s_commands_carry_its_hop_and_verify() {
             .await
             .into_iter()
             .filter_map(|r| AgentEnvelope::decode(&r.payload).ok())
-            .find(|e| e.body == b"through a bridge")
+            .find(|e| e.body == b"through a bridge"[..])
             .expect("the command on the log");
         assert_eq!(
             command
@@ -317,7 +317,7 @@ async fn a_forged_reply_does_not_resolve_a_verified_ask() {
         .await;
 
         match watch.next(ANSWER).await.expect("a reply") {
-            agdx::ReplyEvent::Response(reply) => assert_eq!(reply.body, b"the real answer"),
+            agdx::ReplyEvent::Response(reply) => assert_eq!(reply.body, &b"the real answer"[..]),
             other => panic!("expected the genuine response, got {other:?}"),
         }
         assert_eq!(

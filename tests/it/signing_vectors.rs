@@ -280,7 +280,7 @@ fn signed_vectors_match_what_the_fixture_list_builds_and_verify() {
         let verified = verifier.verify(&bytes, &Observed::file(0)).unwrap();
         assert_eq!(verified.principal, envelope.source);
         let mut changed = envelope.clone();
-        changed.body.push(b'!');
+        changed.body = [&changed.body[..], b"!"].concat().into();
         assert!(
             verifier
                 .verify(&changed.encode(), &Observed::file(0))

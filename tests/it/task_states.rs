@@ -190,7 +190,7 @@ async fn a_handler_asks_its_caller_for_input_and_goes_on() {
                 ReplyEvent::Status(status) => {
                     states.extend(status.envelope.task_state);
                     if status.envelope.task_state == Some(TaskState::InputRequired) {
-                        assert_eq!(status.body, b"which day?");
+                        assert_eq!(status.body, &b"which day?"[..]);
                         watch
                             .provide_input(&status, b"monday".to_vec())
                             .await
@@ -201,7 +201,7 @@ async fn a_handler_asks_its_caller_for_input_and_goes_on() {
                 other => panic!("unexpected {other:?}"),
             }
         };
-        assert_eq!(reply.body, b"booked for monday");
+        assert_eq!(reply.body, &b"booked for monday"[..]);
         assert_eq!(states, [TaskState::InputRequired, TaskState::Working]);
         // The input was the handler's: the pool skipped it.
         support::eventually("the input to be skipped", || async {

@@ -150,7 +150,7 @@ async fn keys_are_generated_listed_shown_revoked_and_used_by_wire_sign_and_verif
     let signed_arg = signed.display().to_string();
 
     let mut tampered = envelope.clone();
-    tampered.body = b"incident 43".to_vec();
+    tampered.body = b"incident 43".to_vec().into();
     let tampered_path = dir.join("tampered.bin");
     std::fs::write(&tampered_path, tampered.encode()).unwrap();
     let tampered_arg = tampered_path.display().to_string();
@@ -438,7 +438,7 @@ async fn ask_verify_ignores_a_forged_reply_and_says_how_many() {
             .unwrap();
         let command = eventually("the command on the log", || async {
             fabric.records(&fabric.topology.commands).await.into_iter().find(|r| {
-                AgentEnvelope::decode(&r.payload).is_ok_and(|e| e.body == b"anyone?")
+                AgentEnvelope::decode(&r.payload).is_ok_and(|e| e.body == b"anyone?"[..])
             })
         })
         .await;

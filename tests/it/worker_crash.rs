@@ -45,7 +45,7 @@ async fn answered_keys(fabric: &Fabric) -> HashMap<String, Vec<Vec<u8>>> {
             answered
                 .entry(key.to_string())
                 .or_default()
-                .push(envelope.body);
+                .push(envelope.body.to_vec());
         }
     }
     answered

@@ -179,7 +179,7 @@ async fn handled_by_the_next_worker(fabric: &Fabric, watch: &mut ReplyWatch) {
         match watch.next(ANSWER).await.expect("a reply") {
             ReplyEvent::Status(_) => {}
             ReplyEvent::Response(reply) => {
-                assert_eq!(reply.body, b"again");
+                assert_eq!(reply.body, &b"again"[..]);
                 break;
             }
             other => panic!("expected the response, got {other:?}"),

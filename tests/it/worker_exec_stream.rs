@@ -53,7 +53,7 @@ async fn each_line_is_a_chunk_as_soon_as_it_is_written() {
                     if chunks.is_empty() {
                         std::fs::write(fabric.dir.path().join("go"), b"").expect("write go");
                     }
-                    chunks.push(String::from_utf8(body).expect("text"));
+                    chunks.push(String::from_utf8(body.to_vec()).expect("text"));
                 }
                 ReplyEvent::StreamEnd(StreamEnd::Finished {
                     finish_reason,
@@ -125,7 +125,7 @@ async fn a_command_reports_progress_while_it_runs_and_fields_on_its_answer() {
             other => panic!("expected the progress report first, got {other:?}"),
         }
     };
-    assert_eq!(progress.body, b"{\"step\":1}");
+    assert_eq!(progress.body, &b"{\"step\":1}"[..]);
     std::fs::write(fabric.dir.path().join("go"), b"").expect("write go");
     let reply = loop {
         match watch.next(ANSWER).await.expect("a reply") {
@@ -236,7 +236,7 @@ async fn a_command_asks_its_caller_for_input_and_reads_the_answer() {
                     if status.envelope.task_state
                         == Some(agdx::wire::TaskState::InputRequired) =>
                 {
-                    let prompt = String::from_utf8(status.body.clone()).expect("text");
+                    let prompt = String::from_utf8(status.body.clone().to_vec()).expect("text");
                     let answer = if prompt == "which day?" { "monday" } else { "room 7" };
                     prompts.push(prompt);
                     watch

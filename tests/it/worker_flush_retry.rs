@@ -64,7 +64,7 @@ async fn refused_flushes_are_tried_again_with_the_same_replies() {
         let worker = Running::start(worker);
         let request = CommandRequest::new("post", b"100 EUR".to_vec()).to(agent_id("ledger"));
         match fabric.requester("shop").ask(request, ANSWER).await {
-            Ok(Answer::Response(reply)) => assert_eq!(reply.body, b"100 EUR"),
+            Ok(Answer::Response(reply)) => assert_eq!(reply.body, &b"100 EUR"[..]),
             other => panic!("the command is answered once the log takes the flush: {other:?}"),
         }
         worker.stop().await;
@@ -77,7 +77,7 @@ async fn refused_flushes_are_tried_again_with_the_same_replies() {
             .responses()
             .await
             .into_iter()
-            .filter(|reply| reply.body == b"100 EUR")
+            .filter(|reply| reply.body == b"100 EUR"[..])
             .count();
         assert_eq!(answers, 1, "one reply on the log");
         assert_eq!(

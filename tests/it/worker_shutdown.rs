@@ -42,7 +42,7 @@ async fn stopping_finishes_the_record_in_hand_commits_it_and_leaves_the_rest() {
         worker.stop().await;
 
         match watches[0].next(ANSWER).await.expect("the reply") {
-            ReplyEvent::Response(reply) => assert_eq!(reply.body, b"first"),
+            ReplyEvent::Response(reply) => assert_eq!(reply.body, &b"first"[..]),
             other => panic!("expected the response, got {other:?}"),
         }
         let partition = watches[0].sent().partition;

@@ -18,7 +18,7 @@ async fn response(watch: &mut ReplyWatch) -> Vec<u8> {
     loop {
         match watch.next(ANSWER).await.expect("a reply") {
             ReplyEvent::Status(_) => {}
-            ReplyEvent::Response(reply) => return reply.body,
+            ReplyEvent::Response(reply) => return reply.body.to_vec(),
             other => panic!("expected a response, got {other:?}"),
         }
     }
@@ -87,7 +87,7 @@ async fn a_fast_reply_goes_out_while_a_slow_handler_behind_it_still_runs() {
             .responses()
             .await
             .into_iter()
-            .map(|r| r.body)
+            .map(|r| r.body.to_vec())
             .collect();
         assert_eq!(
             bodies,

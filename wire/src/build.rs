@@ -6,6 +6,7 @@
 use std::num::NonZeroU64;
 
 use crate::agent_id::{AgentId, IdempotencyKey};
+use crate::body::IntoBody;
 use crate::card::AgentCard;
 use crate::dictionary::TaskState;
 use crate::envelope::AgentEnvelope;
@@ -27,13 +28,13 @@ impl AgentEnvelope {
         source: AgentId,
         correlation: CorrelationId,
         operation: Option<&str>,
-        body: impl Into<Vec<u8>>,
+        body: impl IntoBody,
     ) -> Self {
         let mut e = Self::bare(Kind::Command, conversation, source);
         e.record = Some(record);
         e.correlation = Some(correlation);
         e.operation = operation.map(str::to_owned);
-        e.body = body.into();
+        e.body = body.into_body();
         e
     }
 
@@ -44,12 +45,12 @@ impl AgentEnvelope {
         conversation: ConversationId,
         source: AgentId,
         correlation: CorrelationId,
-        body: impl Into<Vec<u8>>,
+        body: impl IntoBody,
     ) -> Self {
         let mut e = Self::bare(Kind::Response, conversation, source);
         e.record = Some(record);
         e.correlation = Some(correlation);
-        e.body = body.into();
+        e.body = body.into_body();
         e
     }
 
@@ -58,11 +59,11 @@ impl AgentEnvelope {
         record: RecordId,
         conversation: ConversationId,
         source: AgentId,
-        body: impl Into<Vec<u8>>,
+        body: impl IntoBody,
     ) -> Self {
         let mut e = Self::bare(Kind::Event, conversation, source);
         e.record = Some(record);
-        e.body = body.into();
+        e.body = body.into_body();
         e
     }
 
@@ -75,14 +76,14 @@ impl AgentEnvelope {
         correlation: CorrelationId,
         channel: ChannelId,
         purpose: StreamPurpose,
-        body: impl Into<Vec<u8>>,
+        body: impl IntoBody,
     ) -> Self {
         let mut e = Self::bare(Kind::Chunk, conversation, source);
         e.correlation = Some(correlation);
         e.channel = Some(channel);
         e.sequence = Some(0);
         e.operation = Some(purpose.as_str().to_owned());
-        e.body = body.into();
+        e.body = body.into_body();
         e
     }
 
@@ -93,13 +94,13 @@ impl AgentEnvelope {
         correlation: CorrelationId,
         channel: ChannelId,
         sequence: NonZeroU64,
-        body: impl Into<Vec<u8>>,
+        body: impl IntoBody,
     ) -> Self {
         let mut e = Self::bare(Kind::Chunk, conversation, source);
         e.correlation = Some(correlation);
         e.channel = Some(channel);
         e.sequence = Some(sequence.get());
-        e.body = body.into();
+        e.body = body.into_body();
         e
     }
 
@@ -112,7 +113,7 @@ impl AgentEnvelope {
         correlation: CorrelationId,
         channel: ChannelId,
         sequence: NonZeroU64,
-        body: impl Into<Vec<u8>>,
+        body: impl IntoBody,
         finish_reason: Option<&str>,
         usage: Option<TokenUsage>,
     ) -> Self {
@@ -160,12 +161,12 @@ impl AgentEnvelope {
         conversation: ConversationId,
         source: AgentId,
         operation: StatusOperation,
-        body: impl Into<Vec<u8>>,
+        body: impl IntoBody,
     ) -> Self {
         let mut e = Self::bare(Kind::Status, conversation, source);
         e.record = Some(record);
         e.operation = Some(operation.as_str().to_owned());
-        e.body = body.into();
+        e.body = body.into_body();
         e
     }
 
@@ -190,7 +191,7 @@ impl AgentEnvelope {
         record: RecordId,
         conversation: ConversationId,
         source: AgentId,
-        body: impl Into<Vec<u8>>,
+        body: impl IntoBody,
     ) -> Self {
         Self::status(
             record,
@@ -237,7 +238,7 @@ impl AgentEnvelope {
         let mut e = Self::bare(Kind::Error, conversation, source);
         e.record = Some(record);
         e.correlation = Some(correlation);
-        e.body = error.encode();
+        e.body = error.encode().into();
         e
     }
 

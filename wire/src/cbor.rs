@@ -5,6 +5,8 @@
 //! float widths are under exact control (re-encoding must be byte-identical)
 //! and so that decoding never allocates from a length the input claims.
 
+use bytes::Bytes;
+
 use crate::error::DecodeError;
 
 const MAJOR_UINT: u8 = 0;
@@ -67,6 +69,9 @@ pub(crate) struct Reader<'a> {
     pos: usize,
     /// Maps and arrays open around the cursor.
     depth: usize,
+    /// The buffer `buf` is, when shared: opaque byte strings are then
+    /// slices of it, not copies.
+    shared: Option<&'a Bytes>,
 }
 
 impl<'a> Reader<'a> {
@@ -75,6 +80,15 @@ impl<'a> Reader<'a> {
             buf,
             pos: 0,
             depth: 0,
+            shared: None,
+        }
+    }
+
+    /// A reader over `buf` whose opaque byte strings share its buffer.
+    pub(crate) fn shared(buf: &'a Bytes) -> Self {
+        Self {
+            shared: Some(buf),
+            ..Self::new(buf)
         }
     }
 
@@ -268,6 +282,17 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// A byte string as [`Bytes`]: a slice of the input when it is shared,
+    /// else a copy.
+    pub(crate) fn shared_bytes(&mut self, field: &'static str) -> Result<Bytes, DecodeError> {
+        let shared = self.shared;
+        let value = self.bytes(field)?;
+        Ok(match shared {
+            Some(buf) => buf.slice_ref(value),
+            None => Bytes::copy_from_slice(value),
+        })
+    }
+
     pub(crate) fn text(&mut self, field: &'static str) -> Result<&'a str, DecodeError> {
         match self.item()? {
             Item::Text(v) => std::str::from_utf8(v).map_err(|_| DecodeError::InvalidUtf8 { field }),
@@ -317,7 +342,21 @@ pub(crate) fn decode_exact<T>(
     bytes: &[u8],
     read: impl FnOnce(&mut Reader<'_>) -> Result<T, DecodeError>,
 ) -> Result<T, DecodeError> {
-    let mut r = Reader::new(bytes);
+    read_exact(Reader::new(bytes), read)
+}
+
+/// [`decode_exact`] with opaque byte strings sharing `bytes`' buffer.
+pub(crate) fn decode_exact_shared<T>(
+    bytes: &Bytes,
+    read: impl FnOnce(&mut Reader<'_>) -> Result<T, DecodeError>,
+) -> Result<T, DecodeError> {
+    read_exact(Reader::shared(bytes), read)
+}
+
+fn read_exact<T>(
+    mut r: Reader<'_>,
+    read: impl FnOnce(&mut Reader<'_>) -> Result<T, DecodeError>,
+) -> Result<T, DecodeError> {
     let value = read(&mut r)?;
     debug_assert_eq!(r.depth, 0, "a reader left a map or array open");
     match r.remaining() {

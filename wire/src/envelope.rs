@@ -1,11 +1,16 @@
 //! The agent envelope: the one CBOR map every agent record carries.
 
+use bytes::Bytes;
+
 use crate::agent_id::{AgentId, IdempotencyKey};
+use crate::cbor::decode_exact_shared;
 use crate::dictionary::TaskState;
+use crate::error::DecodeError;
 use crate::id::{ChannelId, ConversationId, CorrelationId, RecordId};
 use crate::kind::Kind;
 use crate::metadata::Metadata;
 use crate::payload::wire_payload;
+use crate::payload::{Codec, WireError};
 use crate::position::LogPosition;
 use crate::signature::Signature;
 use crate::table::{
@@ -102,7 +107,7 @@ wire_struct! {
         pub must_understand: u64 [MUST_UNDERSTAND = "must_understand", Uint, default],
         /// The content, its codec named out of band (`agdx.ct`); omitted when
         /// empty. In JSON, an error's body shows as its ErrorBody when it is one.
-        pub body: Vec<u8> [BODY = "body", Opaque, default],
+        pub body: Bytes [BODY = "body", Opaque, default],
         /// A signature over the rest of the envelope.
         pub signature: Option<Signature> [SIGNATURE = "signature", Capsule, optional],
     }
@@ -133,7 +138,7 @@ impl AgentEnvelope {
             usage: None,
             metadata: None,
             must_understand: 0,
-            body: Vec::new(),
+            body: Bytes::new(),
             signature: None,
         }
     }
@@ -142,6 +147,37 @@ impl AgentEnvelope {
     /// receiver must reject it (dead-letter reason `rejected`).
     pub fn requires_unknown_features(&self, understood: u64) -> bool {
         self.must_understand & !understood != 0
+    }
+
+    /// [`decode`](Self::decode) from a shared buffer: the body is a slice
+    /// of `bytes` (it keeps the whole buffer alive while held), not a copy.
+    ///
+    /// ```
+    /// use agdx_wire::*;
+    /// let cmd = AgentEnvelope::command(
+    ///     RecordId::from_u128(1),
+    ///     ConversationId::from_u128(2),
+    ///     AgentId::new("shop")?,
+    ///     CorrelationId::from_u128(3),
+    ///     Some("charge"),
+    ///     &b"{\"cents\":250}"[..],
+    /// );
+    /// let payload = Bytes::from(cmd.encode());
+    /// let decoded = AgentEnvelope::decode_shared(&payload)?;
+    /// assert_eq!(decoded, cmd);
+    /// assert!(payload.as_ptr_range().contains(&decoded.body.as_ptr()));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn decode_shared(bytes: &Bytes) -> Result<Self, DecodeError> {
+        decode_exact_shared(bytes, <Self as Codec>::read)
+    }
+
+    /// [`decode_shared`](Self::decode_shared), then
+    /// [`validate`](Self::validate).
+    pub fn decode_valid_shared(bytes: &Bytes) -> Result<Self, WireError> {
+        let envelope = Self::decode_shared(bytes)?;
+        envelope.validate()?;
+        Ok(envelope)
     }
 }
 
@@ -233,6 +269,35 @@ mod tests {
             "{} bytes encoded, {} hinted",
             encoded.len(),
             envelope.size_hint()
+        );
+    }
+
+    /// Decoded from a shared buffer, an envelope is the one decoded by
+    /// copying, its body a slice of the buffer; an empty body too.
+    #[test]
+    fn a_shared_decode_slices_the_body_out_of_the_buffer() {
+        let conversation = ConversationId::from_u128(7);
+        let source = AgentId::new("ledger").unwrap();
+        let mut envelope =
+            AgentEnvelope::event(RecordId::from_u128(1), conversation, source, b"paid");
+        let encoded = Bytes::from(envelope.encode());
+        let shared = AgentEnvelope::decode_valid_shared(&encoded).unwrap();
+        assert_eq!(shared, AgentEnvelope::decode_valid(&encoded).unwrap());
+        let within = encoded.as_ptr_range();
+        assert!(
+            within.contains(&shared.body.as_ptr()),
+            "the body was copied"
+        );
+        assert_eq!(&encoded[encoded.len() - 4..], &shared.body[..]);
+
+        envelope.body = Bytes::new();
+        let encoded = Bytes::from(envelope.encode());
+        assert_eq!(AgentEnvelope::decode_shared(&encoded).unwrap(), envelope);
+        let mut truncated = encoded.clone();
+        truncated.truncate(encoded.len() - 1);
+        assert_eq!(
+            AgentEnvelope::decode_shared(&truncated),
+            AgentEnvelope::decode(&truncated)
         );
     }
 }

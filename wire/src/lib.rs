@@ -45,6 +45,7 @@
 #![forbid(unsafe_code)]
 
 mod agent_id;
+mod body;
 mod body_ref;
 mod build;
 mod card;
@@ -77,7 +78,10 @@ pub use agent_id::{
     AGENT_ID_MAX_LEN, AgentId, AgentIdError, IDEMPOTENCY_KEY_MAX_LEN, IdempotencyKey,
     IdempotencyKeyError,
 };
+pub use body::IntoBody;
 pub use body_ref::{BODY_REF_MAX_LEN, BodyRef};
+/// The shared byte buffer an envelope's body is (re-exported from `bytes`).
+pub use bytes::Bytes;
 pub use card::{AgentCard, CARD_MAX_CAPABILITIES, CapabilityDescriptor, ContentRef};
 pub use cbor::MAX_NESTING;
 pub use dead_letter::DeadLetter;

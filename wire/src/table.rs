@@ -19,6 +19,8 @@
 //! - `always`: always written, read as the default when absent (an error
 //!   body's `retryable`).
 
+use bytes::Bytes;
+
 use crate::agent_id::{AgentId, IdempotencyKey};
 use crate::cbor::{Reader, write_bool, write_bytes, write_text, write_uint};
 use crate::dictionary::{
@@ -175,6 +177,15 @@ impl<C: ByteString> Cbor<Vec<u8>> for C {
     }
 }
 
+impl Cbor<Bytes> for Opaque {
+    fn write(value: &Bytes, out: &mut Vec<u8>) {
+        write_bytes(out, value);
+    }
+    fn read(r: &mut Reader<'_>, field: &'static str) -> Result<Bytes, DecodeError> {
+        r.shared_bytes(field)
+    }
+}
+
 #[cfg(feature = "json")]
 impl Json<Vec<u8>> for Hex {
     fn to_json(value: &Vec<u8>) -> Value {
@@ -192,6 +203,16 @@ impl Json<Vec<u8>> for Opaque {
     }
     fn from_json(json: Value) -> Result<Vec<u8>, JsonError> {
         bytes_from(json)
+    }
+}
+
+#[cfg(feature = "json")]
+impl Json<Bytes> for Opaque {
+    fn to_json(value: &Bytes) -> Value {
+        bytes_json(value)
+    }
+    fn from_json(json: Value) -> Result<Bytes, JsonError> {
+        bytes_from(json).map(Bytes::from)
     }
 }
 

@@ -433,12 +433,14 @@ fn corpus() -> Vec<Fixture> {
         ),
         valid(
             "envelope_error_body_not_an_error_body",
-            with(error(), |e| e.body = b"oops".to_vec()),
+            with(error(), |e| e.body = Bytes::from_static(b"oops")),
         ),
         valid(
             "envelope_error_claim_checked",
             with(error(), |e| {
-                e.body = BodyRef::new("blob://sha256/3f2a", 1 << 20, [9; 32]).encode()
+                e.body = BodyRef::new("blob://sha256/3f2a", 1 << 20, [9; 32])
+                    .encode()
+                    .into()
             }),
         ),
         valid(

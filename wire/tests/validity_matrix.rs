@@ -179,7 +179,7 @@ fn build(shape: &Shape) -> AgentEnvelope {
     e.tool = p("tool").then(|| "search".to_owned());
     e.usage = p("usage").then(|| TokenUsage::new(10, 2));
     if p("body") {
-        e.body = b"\xffx".to_vec();
+        e.body = b"\xffx".to_vec().into();
     }
     e
 }
@@ -435,13 +435,13 @@ fn an_error_body_is_required_but_its_content_is_not_checked() {
     let claim_checked = BodyRef::new("blob://sha256/ab", 1 << 20, [7; 32]).encode();
     for body in [claim_checked, b"oops".to_vec(), vec![0xff]] {
         let e = AgentEnvelope {
-            body: body.clone(),
+            body: body.clone().into(),
             ..error.clone()
         };
         assert_eq!(e.validate(), Ok(()), "error body {body:?}");
     }
     let empty = AgentEnvelope {
-        body: Vec::new(),
+        body: Bytes::new(),
         ..error
     };
     let err = empty.validate().unwrap_err();

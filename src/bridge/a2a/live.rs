@@ -293,7 +293,7 @@ async fn drive(task: &LiveTask, mut replies: ReplyWatch, timeout: Duration, cloc
             }
             ReplyEvent::Chunk { body, .. } => {
                 task.push(TaskEvent::Status(TaskState::Working, None, now));
-                if let Some(previous) = held.replace(body) {
+                if let Some(previous) = held.replace(body.to_vec()) {
                     task.reply(&previous, ContentType::Raw, appending);
                     task.push(TaskEvent::Artifact {
                         part: model::part_of(&previous, ContentType::Raw),

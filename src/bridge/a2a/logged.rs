@@ -146,7 +146,7 @@ fn apply(
         }
         Kind::Response => {
             task.state = TaskState::Completed;
-            task.reply = Some((envelope.body.clone(), record.content_type));
+            task.reply = Some((envelope.body.to_vec(), record.content_type));
             true
         }
         Kind::Error => {
@@ -163,7 +163,7 @@ fn apply(
             stream.0 = record.timestamp_micros;
             stream
                 .1
-                .insert(envelope.sequence.unwrap_or(0), envelope.body.clone());
+                .insert(envelope.sequence.unwrap_or(0), envelope.body.to_vec());
             // The newest channel is the stream (a restarted writer opens a new one).
             let newest = chunks.values().max_by_key(|(at, _)| *at);
             let body: Vec<u8> = newest

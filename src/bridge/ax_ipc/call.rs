@@ -432,7 +432,7 @@ impl AxIpcBridge {
             source: Box::new(source),
         };
         let body = match self.requester.ask(command, self.timeout).await {
-            Ok(Answer::Response(reply)) => reply.body,
+            Ok(Answer::Response(reply)) => reply.body.to_vec(),
             Ok(Answer::Streamed { body, .. }) => body,
             Err(error) => return Err(failed(error)),
         };

@@ -101,7 +101,7 @@ pub(super) async fn run(
                 let (status, _) = ended.take().expect("a terminal state");
                 return match task_outcome(status) {
                     Ok(Answer::Response(reply)) => {
-                        Outcome::Answered(reply.body, Some(reply.content_type))
+                        Outcome::Answered(reply.body.to_vec(), Some(reply.content_type))
                     }
                     Ok(Answer::Streamed { body, .. }) => Outcome::Answered(body, None),
                     Err(error) => Outcome::Failed(error),
@@ -143,7 +143,7 @@ pub(super) async fn run(
             }
             ReplyEvent::StreamRestarted { .. } => body.clear(),
             ReplyEvent::Response(reply) => {
-                return Outcome::Answered(reply.body, Some(reply.content_type));
+                return Outcome::Answered(reply.body.to_vec(), Some(reply.content_type));
             }
             ReplyEvent::Error(error) => return Outcome::Failed(AskError::Remote(error)),
             ReplyEvent::StreamEnd(StreamEnd::Finished { .. }) => {
