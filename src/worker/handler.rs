@@ -24,7 +24,9 @@ pub struct Request {
     /// The body's codec (`agdx.ct`); for a claim-checked body, the codec
     /// its sender named in the `agdx.ref.ct` metadata (`raw` when none).
     pub content_type: ContentType,
-    /// The body, fetched and verified when it was claim-checked.
+    /// The body, fetched and verified when it was claim-checked. A slice
+    /// of the buffer the record was read into, which it keeps alive: copy
+    /// it (`Bytes::copy_from_slice`) to keep it beyond the request.
     pub body: Bytes,
     /// Whether the body came through the blob store.
     pub claim_checked: bool,
