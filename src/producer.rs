@@ -34,7 +34,7 @@ use agdx_wire::{
 use tracing::Instrument;
 
 use crate::claim_check::{ClaimCheck, ClaimCheckError};
-use crate::ids::{new_conversation_id, new_correlation_id, new_record_id};
+use crate::ids::{Mint, new_conversation_id, new_record_id};
 use crate::log::{LogError, OutgoingRecord, SharedLog, TopicInfo};
 use crate::routing::{card_conversation, conversation_for_key, partition_of};
 use crate::topology::{CommandRouting, Topology};
@@ -346,6 +346,7 @@ impl Producer {
         // With the shared routing every command goes to one topic, looked
         // up (and copied) once rather than per command.
         let shared = topology.inboxes.routing != CommandRouting::Inbox;
+        let mint = Mint::now();
         for request in requests {
             let inbox;
             let topic = if shared {
@@ -354,7 +355,7 @@ impl Producer {
                 inbox = self.commands_topic(request.target.as_ref()).await?;
                 &inbox
             };
-            let (outgoing, _) = self.build_command(request);
+            let (outgoing, _) = self.build_command_at(request, mint);
             batch.push(
                 topic,
                 self.prepare_one(topic, Cow::Owned(outgoing.envelope), outgoing.content_type)
@@ -366,38 +367,35 @@ impl Producer {
 
     /// Builds (without sending) the command envelope of `request`.
     pub(crate) fn build_command(&self, request: CommandRequest) -> (Outgoing, CorrelationId) {
+        self.build_command_at(request, Mint::now())
+    }
+
+    /// Builds the command envelope of `request` with the ids it mints
+    /// stamped by `mint`. Fields are set in place: the envelope is large,
+    /// and a chain of builder calls moves it once per call.
+    fn build_command_at(&self, request: CommandRequest, mint: Mint) -> (Outgoing, CorrelationId) {
         let source = &self.inner.source;
         let conversation = match (request.conversation, &request.idempotency_key) {
             (Some(conversation), _) => conversation,
             (None, Some(key)) => conversation_for_key(request.target.as_ref(), source, key),
-            (None, None) => new_conversation_id(),
+            (None, None) => mint.conversation_id(),
         };
-        let correlation = request.correlation.unwrap_or_else(new_correlation_id);
+        let correlation = request.correlation.unwrap_or_else(|| mint.correlation_id());
         let mut envelope = AgentEnvelope::command(
-            new_record_id(),
+            mint.record_id(),
             conversation,
-            self.inner.source.clone(),
+            source.clone(),
             correlation,
             request.operation.as_deref(),
             request.body,
         );
-        if let Some(target) = request.target {
-            envelope = envelope.with_target(target);
-        }
-        if let Some(key) = request.idempotency_key {
-            envelope = envelope.with_idempotency_key(key);
-        }
-        if let Some(deadline) = request.deadline_micros {
-            envelope = envelope.with_deadline_micros(deadline);
-        }
-        if let Some(metadata) = request.metadata {
-            envelope = envelope.with_metadata(metadata);
-        }
-        if request.must_understand != 0 {
-            envelope = envelope.with_must_understand(request.must_understand);
-        }
+        envelope.target = request.target;
+        envelope.idempotency_key = request.idempotency_key;
+        envelope.deadline_micros = request.deadline_micros;
+        envelope.metadata = request.metadata;
+        envelope.must_understand = request.must_understand;
         if let Some((cause, at)) = request.cause {
-            envelope = envelope.with_cause(cause, at);
+            (envelope.cause, envelope.cause_at) = (Some(cause), at);
         }
         (Outgoing::new(envelope, request.content_type), correlation)
     }
