@@ -36,6 +36,11 @@ impl Mint {
     pub(crate) fn correlation_id(self) -> CorrelationId {
         CorrelationId::from_u128(self.ulid())
     }
+
+    /// A fresh chunk-stream channel id.
+    pub(crate) fn channel_id(self) -> ChannelId {
+        ChannelId::from_u128(self.ulid())
+    }
 }
 
 /// A fresh record id.
@@ -55,7 +60,7 @@ pub fn new_correlation_id() -> CorrelationId {
 
 /// A fresh chunk-stream channel id.
 pub fn new_channel_id() -> ChannelId {
-    ChannelId::from_u128(ulid::Ulid::new().into())
+    Mint::now().channel_id()
 }
 
 #[cfg(test)]
