@@ -11,7 +11,17 @@ use super::Sent;
 
 /// Prepared records for `topic` as one batch per partition, in order.
 pub(crate) fn appends(topic: &TopicInfo, prepared: Vec<Prepared>) -> Vec<Append> {
-    let mut by_partition: BTreeMap<u32, Vec<OutgoingRecord>> = BTreeMap::new();
+    // Counted first, so each partition's batch is made at its size: a
+    // worker's run of replies (hundreds, mostly to one partition) would
+    // otherwise be copied over and over as its batch grows.
+    let mut counts: BTreeMap<u32, usize> = BTreeMap::new();
+    for p in &prepared {
+        *counts.entry(p.sent.partition).or_default() += 1;
+    }
+    let mut by_partition: BTreeMap<u32, Vec<OutgoingRecord>> = counts
+        .into_iter()
+        .map(|(partition, count)| (partition, Vec::with_capacity(count)))
+        .collect();
     for Prepared { sent, record } in prepared {
         by_partition.entry(sent.partition).or_default().push(record);
     }

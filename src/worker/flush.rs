@@ -85,6 +85,13 @@ impl Unflushed {
         }
     }
 
+    /// The records waiting so far, leaving room for as many again: a batch
+    /// flushed part by part fills the rest without growing from nothing.
+    pub fn take(&mut self) -> Self {
+        let room = self.settled.capacity();
+        std::mem::replace(self, Self::with_capacity(room))
+    }
+
     /// Adds the next handled record.
     pub fn push(&mut self, settled: Settled) {
         self.since.get_or_insert_with(Instant::now);

@@ -5,6 +5,7 @@
 //! caller alive). A hard limit still ends a handler that never returns.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::task::Poll;
 use std::time::Duration;
 
@@ -35,9 +36,8 @@ impl Heartbeat<'_> {
     pub async fn around(
         &self,
         started: Instant,
-        work: impl Future<Output = Result<HandlerReply, HandlerError>>,
+        mut work: Pin<&mut impl Future<Output = Result<HandlerReply, HandlerError>>>,
     ) -> Result<HandlerReply, HandlerError> {
-        tokio::pin!(work);
         // A handler done at once (the usual case) needs no timers at all.
         if let Poll::Ready(done) =
             std::future::poll_fn(|cx| Poll::Ready(work.as_mut().poll(cx))).await

@@ -44,7 +44,10 @@ pub(super) async fn run_with_retries(
         request.attempt = attempt;
         // One reading of the clock serves the heartbeat and the metric.
         let started = tokio::time::Instant::now();
-        let outcome = heartbeat.around(started, call(handler, request)).await;
+        // Pinned here, where it is made, rather than moved into a pinned
+        // copy inside `around`.
+        let call = std::pin::pin!(call(handler, request));
+        let outcome = heartbeat.around(started, call).await;
         metrics.handler_time(operation, started.elapsed());
         match outcome {
             Ok(reply) => return (Ok(reply), attempt),

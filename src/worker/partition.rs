@@ -10,6 +10,8 @@
 //! See [`super::flush`] for how a run is published and committed.
 
 use std::collections::BTreeSet;
+use std::future::Future;
+use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -561,7 +563,7 @@ async fn handle_batch(
             outcome,
         });
         if unflushed.is_due(ctx.config.flush_interval) {
-            flush(ctx, held, std::mem::take(&mut unflushed), cursor, cancel).await?;
+            flush(ctx, held, unflushed.take(), cursor, cancel).await?;
         }
     }
     flush(ctx, held, unflushed, cursor, cancel).await
@@ -579,10 +581,11 @@ async fn process_flushing_meanwhile(
     cursor: &mut u64,
     cancel: &CancellationToken,
 ) -> Result<Result<Outcome, ProcessError>, BatchError> {
-    let process = ctx
-        .processor
-        .process(record, envelope, (&ctx.commands, later), held.1);
-    tokio::pin!(process);
+    // Pinned where it is made: this future, kilobytes large and made for
+    // every record, is not moved into a pinned copy; the flush beside it,
+    // rarely needed, is boxed so that it does not enlarge this one.
+    let processor = &ctx.processor;
+    let mut process = pin!(processor.process(record, envelope, (&ctx.commands, later), held.1));
     let Some(due) = unflushed.due_at(ctx.config.flush_interval) else {
         return Ok(process.await);
     };
@@ -592,7 +595,32 @@ async fn process_flushing_meanwhile(
         outcome = &mut process => return Ok(outcome),
         _ = tokio::time::sleep_until(due) => {}
     }
-    let waiting = std::mem::take(unflushed);
+    let waiting = unflushed.take();
+    Box::pin(flush_while_processing(
+        ctx,
+        held,
+        (record, process),
+        waiting,
+        cursor,
+        cancel,
+    ))
+    .await
+}
+
+/// Publishes (and commits) `waiting` while `process`, the handling of
+/// `record`, goes on; the outcome of the handling. The outer error is the
+/// flush's.
+async fn flush_while_processing(
+    ctx: &PartitionContext,
+    held: Held,
+    (record, process): (
+        &LogRecord,
+        Pin<&mut impl Future<Output = Result<Outcome, ProcessError>>>,
+    ),
+    waiting: Unflushed,
+    cursor: &mut u64,
+    cancel: &CancellationToken,
+) -> Result<Result<Outcome, ProcessError>, BatchError> {
     let (flushed, outcome) = tokio::join!(flush(ctx, held, waiting, cursor, cancel), process);
     if let Err(error) = flushed {
         // The partition moved while this record's handler ran: its effect

@@ -406,7 +406,7 @@ impl Processor {
         };
         // A cancel of the command, read on past the batch it came in.
         let read_on_from = later.records.last().unwrap_or(record).position.offset + 1;
-        let cancelled = async {
+        let mut cancelled = std::pin::pin!(async {
             match &reply_to {
                 Some(to) => {
                     cancel_requested(
@@ -421,26 +421,25 @@ impl Processor {
                 }
                 None => std::future::pending().await,
             }
-        };
+        });
         let mut states_pending = reply_to.as_ref().is_some_and(|to| to.task_states);
         let result = {
-            let run = run_with_retries(
+            // Pinned where they are made rather than moved into pinned
+            // copies: the handler's run is kilobytes, made for every record.
+            let mut run = std::pin::pin!(run_with_retries(
                 handler.as_ref(),
                 (first, again),
                 || !crate::log::lock(&recorder).is_empty(),
                 &self.retry,
                 &heartbeat,
                 (&self.metrics, operation_label),
-            );
-            tokio::pin!(run);
-            let stale = self.fences.stale_after(fence, self.fence_check_every);
-            tokio::pin!(stale, cancelled);
+            ));
+            let mut stale = std::pin::pin!(self.fences.stale_after(fence, self.fence_check_every));
             // Task states go out once the handler has run a moment; a quick
             // one's go out with its answer, in the same append. The timer is
             // made at its first poll: only a handler not done at once (and
             // asked for states) needs one.
-            let states_due = async { tokio::time::sleep(STATES_AFTER).await };
-            tokio::pin!(states_due);
+            let mut states_due = std::pin::pin!(async { tokio::time::sleep(STATES_AFTER).await });
             // A holder fenced while its handler runs stops it (an `--exec`
             // command's processes are killed): its outcome could not be
             // published anyway, and the new holder runs the command.
