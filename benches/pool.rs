@@ -6,8 +6,9 @@
 //!
 //! `cargo bench --bench pool -- [COMMANDS] [ROUNDS]` (100,000 and 5 by
 //! default). On a shared machine the CPU time moves by a third from run to
-//! run; the instructions the pool's partition tasks execute do not, so
-//! builds are best compared by counting them:
+//! run; the instructions the pool's partition tasks execute move by about
+//! 1%, so builds are best compared by counting them, with the executable
+//! `cargo bench --bench pool --no-run` names:
 //!
 //! ```text
 //! valgrind --tool=callgrind --toggle-collect='*partition_loop*' \
