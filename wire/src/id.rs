@@ -107,36 +107,38 @@ macro_rules! ids {
         ///
         /// Conversions between id types are explicit
         /// (`CorrelationId::from_u128(conversation.as_u128())`).
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-        pub struct $name(u128);
+        // Kept as its wire bytes: big-endian, so their order is the
+        // number's, and byte-aligned, so an optional id takes 17 bytes where
+        // a `u128` (aligned to 16) would take 32 in every envelope.
+        #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+        pub struct $name([u8; ID_LEN]);
 
         impl $name {
             /// Wraps a raw 128-bit value.
             pub const fn from_u128(v: u128) -> Self {
-                Self(v)
+                Self(v.to_be_bytes())
             }
 
             /// The raw 128-bit value.
             pub const fn as_u128(self) -> u128 {
-                self.0
+                u128::from_be_bytes(self.0)
             }
 
             /// The 16-byte big-endian wire form.
             pub const fn to_bytes(self) -> [u8; ID_LEN] {
-                self.0.to_be_bytes()
+                self.0
             }
 
             /// Reads the 16-byte big-endian wire form.
             pub fn from_bytes(bytes: &[u8]) -> Result<Self, IdLengthError> {
-                let b: [u8; ID_LEN] = bytes.try_into().map_err(|_| IdLengthError(bytes.len()))?;
-                Ok(Self(u128::from_be_bytes(b)))
+                bytes.try_into().map(Self).map_err(|_| IdLengthError(bytes.len()))
             }
 
             /// The text form (what [`Display`](fmt::Display) writes: 26
             /// characters of Crockford base32) as ASCII bytes, without
             /// allocating.
             pub fn to_text(self) -> [u8; ID_TEXT_LEN] {
-                encode_base32(self.0)
+                encode_base32(self.as_u128())
             }
 
             pub(crate) fn read(r: &mut Reader<'_>, field: &'static str) -> Result<Self, DecodeError> {
@@ -145,7 +147,13 @@ macro_rules! ids {
             }
 
             pub(crate) fn write(self, out: &mut Vec<u8>) {
-                write_bytes(out, &self.to_bytes());
+                write_bytes(out, &self.0);
+            }
+        }
+
+        impl fmt::Debug for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.debug_tuple(stringify!($name)).field(&self.as_u128()).finish()
             }
         }
 
@@ -160,7 +168,7 @@ macro_rules! ids {
         impl FromStr for $name {
             type Err = IdParseError;
             fn from_str(s: &str) -> Result<Self, Self::Err> {
-                decode_base32(s).map(Self)
+                decode_base32(s).map(Self::from_u128)
             }
         }
 
@@ -261,6 +269,23 @@ mod tests {
             let id = RecordId::from_u128(v);
             assert_eq!(id.to_string().parse::<RecordId>(), Ok(id));
         }
+    }
+
+    #[test]
+    fn ids_order_as_their_numbers_so_ulids_sort_by_time() {
+        let mut v: u128 = 0x0123_4567_89ab_cdef_fedc_ba98_7654_3210;
+        let mut previous = RecordId::from_u128(v);
+        for _ in 0..1000 {
+            v ^= v << 13;
+            v ^= v >> 7;
+            v ^= v << 17;
+            let id = RecordId::from_u128(v);
+            assert_eq!(id.cmp(&previous), v.cmp(&previous.as_u128()), "{v:x}");
+            previous = id;
+        }
+        let earlier = ConversationId::from_u128(0x0190_0000_0000_0000_0000_0000_0000_ffff);
+        let later = ConversationId::from_u128(0x0191_0000_0000_0000_0000_0000_0000_0000);
+        assert!(earlier < later);
     }
 
     #[test]
