@@ -2,24 +2,32 @@
 //! roughly by creation time and never collide in practice. The ids derived
 //! instead of minted are in [`crate::routing`].
 
-use std::time::SystemTime;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use agdx_wire::{ChannelId, ConversationId, CorrelationId, RecordId};
 
-/// Ids minted at one instant. Reading the clock is a good part of what
-/// minting an id costs, so a producer building a batch reads it once for
-/// every id of the batch; the random tails still make each id unique.
+/// Ids minted at one instant, in milliseconds since the Unix epoch.
+/// Reading the clock (and turning it into milliseconds) is a good part of
+/// what minting an id costs, so a producer building a batch does it once
+/// for every id of the batch; the random tails still make each id unique.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Mint(SystemTime);
+pub(crate) struct Mint(u64);
 
 impl Mint {
     /// Ids stamped with the current time.
     pub(crate) fn now() -> Self {
-        Self(SystemTime::now())
+        Self::at(SystemTime::now())
+    }
+
+    /// Ids stamped with `time`; a clock set before 1970 stamps zero.
+    fn at(time: SystemTime) -> Self {
+        let since_epoch = time.duration_since(UNIX_EPOCH).unwrap_or_default();
+        Self(u64::try_from(since_epoch.as_millis()).unwrap_or(u64::MAX))
     }
 
     fn ulid(self) -> u128 {
-        ulid::Ulid::from_datetime(self.0).into()
+        // The ULID keeps the low 48 bits of the time and 80 random bits.
+        ulid::Ulid::from_parts(self.0, rand::random()).into()
     }
 
     /// A fresh record id.
@@ -72,7 +80,7 @@ mod tests {
     #[test]
     fn ids_of_one_mint_share_its_millisecond_and_nothing_else() {
         let at = SystemTime::UNIX_EPOCH + Duration::from_millis(1_765_000_000_123);
-        let mint = Mint(at);
+        let mint = Mint::at(at);
         let ids = [
             mint.record_id().as_u128(),
             mint.conversation_id().as_u128(),
