@@ -661,7 +661,7 @@ impl Producer {
             "produce",
             kind = e.kind.as_str(),
             conversation = %e.conversation,
-            correlation = e.correlation.map(|c| c.to_string()).unwrap_or_default(),
+            correlation = e.correlation.map(tracing::field::display),
             agent = %self.inner.source,
             topic = %topic.topic,
             operation = e.operation.as_deref().unwrap_or(""),

@@ -201,7 +201,7 @@ impl Processor {
         let span = tracing::info_span!(
             "handle",
             conversation = %envelope.conversation,
-            correlation = envelope.correlation.map(|c| c.to_string()).unwrap_or_default(),
+            correlation = envelope.correlation.map(tracing::field::display),
             agent = %self.agent,
             topic = %commands.topic,
             operation = envelope.operation.as_deref().unwrap_or(""),
