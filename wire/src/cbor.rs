@@ -314,14 +314,28 @@ impl<'a> Reader<'a> {
 
     /// A text map key.
     pub(crate) fn key(&mut self) -> Result<&'a str, DecodeError> {
+        let key = self.raw_key()?;
+        std::str::from_utf8(key).map_err(|_| DecodeError::InvalidUtf8 { field: "map key" })
+    }
+
+    /// A text map key's bytes, not yet checked for UTF-8: a key equal to
+    /// one a decoder knows is valid, and [`skip_unknown`](Self::skip_unknown)
+    /// checks any other.
+    pub(crate) fn raw_key(&mut self) -> Result<&'a [u8], DecodeError> {
         match self.item()? {
-            Item::Text(v) => {
-                std::str::from_utf8(v).map_err(|_| DecodeError::InvalidUtf8 { field: "map key" })
-            }
+            Item::Text(v) => Ok(v),
             other => Err(DecodeError::NonTextKey {
                 found: other.describe(),
             }),
         }
+    }
+
+    /// Skips the value of an entry whose key (read with
+    /// [`raw_key`](Self::raw_key)) no field has, once the key is found to be
+    /// UTF-8.
+    pub(crate) fn skip_unknown(&mut self, key: &[u8]) -> Result<(), DecodeError> {
+        std::str::from_utf8(key).map_err(|_| DecodeError::InvalidUtf8 { field: "map key" })?;
+        self.skip()
     }
 }
 
@@ -402,6 +416,38 @@ pub(crate) fn write_bytes(out: &mut Vec<u8>, v: &[u8]) {
     out.extend_from_slice(v);
 }
 
+/// The bytes of text item `text`, head and all, made at compile time: a
+/// map key known beforehand is written as one copy. `N` is
+/// [`text_item_len`] of `text` (a mismatch fails the build).
+pub(crate) const fn text_item<const N: usize>(text: &str) -> [u8; N] {
+    let bytes = text.as_bytes();
+    let mut out = [0u8; N];
+    let at = if bytes.len() < 24 {
+        out[0] = (MAJOR_TEXT << 5) | bytes.len() as u8;
+        1
+    } else {
+        assert!(
+            bytes.len() <= u8::MAX as usize,
+            "a key this long is not a key"
+        );
+        out[0] = (MAJOR_TEXT << 5) | 24;
+        out[1] = bytes.len() as u8;
+        2
+    };
+    assert!(at + bytes.len() == N, "N must be text_item_len(text)");
+    let mut i = 0;
+    while i < bytes.len() {
+        out[at + i] = bytes[i];
+        i += 1;
+    }
+    out
+}
+
+/// The length of [`text_item`] of `text`.
+pub(crate) const fn text_item_len(text: &str) -> usize {
+    text.len() + if text.len() < 24 { 1 } else { 2 }
+}
+
 pub(crate) fn write_text(out: &mut Vec<u8>, v: &str) {
     head(out, MAJOR_TEXT, v.len() as u64);
     out.extend_from_slice(v.as_bytes());
@@ -441,6 +487,24 @@ pub(crate) fn write_f64(out: &mut Vec<u8>, bits: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn text_items_made_at_compile_time_are_the_written_ones() {
+        const SHORT: [u8; text_item_len("kind")] = text_item("kind");
+        const AT_23: [u8; text_item_len("abcdefghijklmnopqrstuvw")] =
+            text_item("abcdefghijklmnopqrstuvw");
+        const LONG: [u8; text_item_len("cache_creation_input_tokens")] =
+            text_item("cache_creation_input_tokens");
+        for (item, text) in [
+            (&SHORT[..], "kind"),
+            (&AT_23[..], "abcdefghijklmnopqrstuvw"),
+            (&LONG[..], "cache_creation_input_tokens"),
+        ] {
+            let mut out = Vec::new();
+            write_text(&mut out, text);
+            assert_eq!(item, out, "{text}");
+        }
+    }
 
     #[test]
     fn heads_use_the_shortest_form() {

@@ -272,6 +272,38 @@ mod tests {
         );
     }
 
+    /// Keys are matched as bytes; a key no field has is skipped with its
+    /// value when it is text, and refused when it is not UTF-8.
+    #[test]
+    fn unknown_keys_are_skipped_unless_they_are_not_utf8() {
+        let envelope = AgentEnvelope::event(
+            RecordId::from_u128(1),
+            ConversationId::from_u128(7),
+            AgentId::new("ledger").unwrap(),
+            b"paid",
+        );
+        let with_entry = |key: &[u8]| {
+            let mut bytes = envelope.encode();
+            // A small map head (0xa0 | n) counts the entries; one more follows.
+            assert!(bytes[0] > 0xa0 && bytes[0] < 0xb7);
+            bytes[0] += 1;
+            bytes.push(0x60 | key.len() as u8);
+            bytes.extend_from_slice(key);
+            bytes.push(0x00);
+            bytes
+        };
+        assert_eq!(
+            AgentEnvelope::decode(&with_entry(b"x-later")),
+            Ok(envelope.clone())
+        );
+        assert_eq!(
+            AgentEnvelope::decode(&with_entry(&[b'k', 0xff, b'd'])),
+            Err(DecodeError::InvalidUtf8 { field: "map key" })
+        );
+        // A known key's bytes with one changed is an unknown key, not it.
+        assert_eq!(AgentEnvelope::decode(&with_entry(b"kinc")), Ok(envelope));
+    }
+
     /// Decoded from a shared buffer, an envelope is the one decoded by
     /// copying, its body a slice of the buffer; an empty body too.
     #[test]

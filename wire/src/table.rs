@@ -448,6 +448,23 @@ macro_rules! wire_struct {
             $(
                 pub(crate) const $KEY: &str = $key;
             )*
+
+            /// The keys as the bytes a decoder meets: a key read is matched
+            /// as bytes, and only one matching none is checked for UTF-8.
+            pub(crate) mod raw {
+                $(
+                    pub(crate) const $KEY: &[u8] = super::$KEY.as_bytes();
+                )*
+            }
+
+            /// The keys as encoded text items, each written as one copy.
+            pub(crate) mod item {
+                $(
+                    pub(crate) const $KEY: &[u8] = &$crate::cbor::text_item::<
+                        { $crate::cbor::text_item_len(super::$KEY) },
+                    >(super::$KEY);
+                )*
+            }
         }
 
         impl $name {
@@ -462,7 +479,7 @@ macro_rules! wire_struct {
                 $crate::cbor::write_map(out, count);
                 $(
                     $crate::table::write_field!(
-                        $presence, $codec, $keys::$KEY, &self.$field, out, keep
+                        $presence, $codec, ($keys::$KEY, $keys::item::$KEY), &self.$field, out, keep
                     );
                 )*
             }
@@ -486,9 +503,9 @@ macro_rules! wire_struct {
                 let entries = r.map(Self::NAME)?;
                 $( let mut $field = None; )*
                 for _ in 0..entries {
-                    match r.key()? {
+                    match r.raw_key()? {
                         $(
-                            $keys::$KEY => {
+                            $keys::raw::$KEY => {
                                 if $field.is_some() {
                                     return Err($crate::DecodeError::DuplicateKey {
                                         field: $keys::$KEY,
@@ -499,7 +516,7 @@ macro_rules! wire_struct {
                                 );
                             }
                         )*
-                        _ => r.skip()?,
+                        unknown => r.skip_unknown(unknown)?,
                     }
                 }
                 r.close();
@@ -559,17 +576,17 @@ pub(crate) use present;
 
 /// Writes one field's key and value, if it is written.
 macro_rules! write_field {
-    (optional, $codec:ty, $key:expr, $v:expr, $out:ident, $keep:ident) => {
+    (optional, $codec:ty, ($key:expr, $item:expr), $v:expr, $out:ident, $keep:ident) => {
         if let Some(v) = $v
             && $keep($key)
         {
-            $crate::cbor::write_text($out, $key);
+            $out.extend_from_slice($item);
             <$codec as $crate::table::Cbor<_>>::write(v, $out);
         }
     };
-    ($presence:ident, $codec:ty, $key:expr, $v:expr, $out:ident, $keep:ident) => {
+    ($presence:ident, $codec:ty, ($key:expr, $item:expr), $v:expr, $out:ident, $keep:ident) => {
         if $crate::table::present!($presence, $v) && $keep($key) {
-            $crate::cbor::write_text($out, $key);
+            $out.extend_from_slice($item);
             <$codec as $crate::table::Cbor<_>>::write($v, $out);
         }
     };
