@@ -96,9 +96,13 @@ impl Cancels {
         correlation: CorrelationId,
         sender: &AgentId,
     ) -> bool {
-        self.newest
-            .get(&(correlation, sender.clone()))
-            .is_some_and(|&offset| offset > after)
+        // Most batches hold no cancel: then no lookup key is built (a copy
+        // of the sender's id for every command).
+        !self.newest.is_empty()
+            && self
+                .newest
+                .get(&(correlation, sender.clone()))
+                .is_some_and(|&offset| offset > after)
     }
 }
 

@@ -404,26 +404,26 @@ impl Processor {
             every: self.progress_interval,
             limit: self.handler_limit,
         };
-        // A cancel of the command, read on past the batch it came in.
-        let read_on_from = later.records.last().unwrap_or(record).position.offset + 1;
-        let mut cancelled = std::pin::pin!(async {
-            match &reply_to {
-                Some(to) => {
-                    cancel_requested(
-                        self.producer.log(),
-                        commands,
-                        record.position.partition,
-                        read_on_from,
-                        (to.correlation, &to.target),
-                    )
-                    .await;
-                    to.clone()
-                }
-                None => std::future::pending().await,
-            }
-        });
         let mut states_pending = reply_to.as_ref().is_some_and(|to| to.task_states);
         let result = {
+            // A cancel of the command, read on past the batch it came in.
+            let read_on_from = later.records.last().unwrap_or(record).position.offset + 1;
+            let mut cancelled = std::pin::pin!(async {
+                match &reply_to {
+                    Some(to) => {
+                        cancel_requested(
+                            self.producer.log(),
+                            commands,
+                            record.position.partition,
+                            read_on_from,
+                            (to.correlation, &to.target),
+                        )
+                        .await;
+                        to.clone()
+                    }
+                    None => std::future::pending().await,
+                }
+            });
             // Pinned where they are made rather than moved into pinned
             // copies: the handler's run is kilobytes, made for every record.
             let mut run = std::pin::pin!(run_with_retries(
@@ -476,6 +476,15 @@ impl Processor {
         };
         let (result, attempts) = result;
         let streamed = crate::log::lock(&recorder).clone();
+        // Made before the outcome takes the reply context (not copied for
+        // every record to serve the few that ask for states).
+        let started: Option<Vec<Outgoing>> =
+            reply_to.as_ref().filter(|_| states_pending).map(|to| {
+                STARTED
+                    .iter()
+                    .map(|s| self.producer.status_task_envelope(to, *s))
+                    .collect()
+            });
         let mut outcome = self
             .outcome_of(
                 result,
@@ -483,14 +492,11 @@ impl Processor {
                 attempts,
                 &streamed,
                 scope,
-                reply_to.clone(),
+                reply_to,
                 operation_label,
             )
             .await?;
-        if let Some(to) = reply_to.as_ref().filter(|_| states_pending) {
-            let started = STARTED
-                .iter()
-                .map(|s| self.producer.status_task_envelope(to, *s));
+        if let Some(started) = started {
             outcome.replies.splice(0..0, started);
         }
         Ok(outcome)
