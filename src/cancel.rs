@@ -52,8 +52,9 @@ pub fn is_cancel_of(
 /// command looks its own up instead of decoding every record after it.
 #[derive(Debug, Default)]
 pub(crate) struct Cancels {
-    /// Per correlation and sender, the offset of the newest cancel.
-    newest: HashMap<(CorrelationId, AgentId), u64>,
+    /// Per correlation, then sender, the offset of the newest cancel: keyed
+    /// in two steps so that a lookup borrows the sender instead of copying it.
+    newest: HashMap<CorrelationId, HashMap<AgentId, u64>>,
 }
 
 impl Cancels {
@@ -79,7 +80,9 @@ impl Cancels {
                 && is_cancel_of(envelope, correlation, &envelope.source)
             {
                 let offset = newest
-                    .entry((correlation, envelope.source.clone()))
+                    .entry(correlation)
+                    .or_insert_with(HashMap::new)
+                    .entry(envelope.source.clone())
                     .or_insert(at);
                 *offset = (*offset).max(at);
             }
@@ -96,13 +99,10 @@ impl Cancels {
         correlation: CorrelationId,
         sender: &AgentId,
     ) -> bool {
-        // Most batches hold no cancel: then no lookup key is built (a copy
-        // of the sender's id for every command).
-        !self.newest.is_empty()
-            && self
-                .newest
-                .get(&(correlation, sender.clone()))
-                .is_some_and(|&offset| offset > after)
+        self.newest
+            .get(&correlation)
+            .and_then(|by_sender| by_sender.get(sender))
+            .is_some_and(|&offset| offset > after)
     }
 }
 

@@ -314,8 +314,7 @@ impl<'a> Reader<'a> {
 
     /// A text map key.
     pub(crate) fn key(&mut self) -> Result<&'a str, DecodeError> {
-        let key = self.raw_key()?;
-        std::str::from_utf8(key).map_err(|_| DecodeError::InvalidUtf8 { field: "map key" })
+        key_text(self.raw_key()?)
     }
 
     /// A text map key's bytes, not yet checked for UTF-8: a key equal to
@@ -334,9 +333,14 @@ impl<'a> Reader<'a> {
     /// [`raw_key`](Self::raw_key)) no field has, once the key is found to be
     /// UTF-8.
     pub(crate) fn skip_unknown(&mut self, key: &[u8]) -> Result<(), DecodeError> {
-        std::str::from_utf8(key).map_err(|_| DecodeError::InvalidUtf8 { field: "map key" })?;
+        key_text(key)?;
         self.skip()
     }
+}
+
+/// A map key's bytes as text: CBOR text must be UTF-8.
+fn key_text(key: &[u8]) -> Result<&str, DecodeError> {
+    std::str::from_utf8(key).map_err(|_| DecodeError::InvalidUtf8 { field: "map key" })
 }
 
 pub(crate) fn wrong_type(
