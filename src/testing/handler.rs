@@ -145,7 +145,7 @@ impl HandlerTest {
         };
         Request {
             body: envelope.body.clone(),
-            envelope,
+            envelope: Box::new(envelope),
             position: record.position,
             timestamp_micros: record.timestamp_micros,
             content_type: content_type_of(&record),

@@ -15,8 +15,9 @@ use crate::producer::{ChunkWriter, Outgoing, ProduceError, Producer, ReplyFields
 /// One command (or event) handed to a handler.
 #[derive(Clone)]
 pub struct Request {
-    /// The decoded, validated envelope.
-    pub envelope: AgentEnvelope,
+    /// The decoded, validated envelope (boxed: a request moves through
+    /// several futures, and a pointer is cheaper to move than the envelope).
+    pub envelope: Box<AgentEnvelope>,
     /// Where it sits in the log.
     pub position: LogPosition,
     /// When the log accepted it, epoch microseconds.

@@ -36,8 +36,10 @@ use super::process::{Disposition, Later, Outcome, ProcessError};
 /// A partition and the fence token its task holds it under.
 pub(super) type Held = (u32, u64);
 
-/// A record's envelope, or why it could not be read.
-type Decoded = Result<AgentEnvelope, RecordError>;
+/// A record's envelope, or why it could not be read. Boxed: it passes
+/// through several futures on its way to the handler's request, and a
+/// pointer moves where the envelope itself would be copied each time.
+type Decoded = Result<Box<AgentEnvelope>, RecordError>;
 
 /// Takes one partition over from its previous holder, then reads it in
 /// order until cancelled, until a newer holder claims it, or until another
@@ -488,7 +490,11 @@ async fn turn(
 /// `into`, emptied first.
 fn decode<'a>(records: &[LogRecord], into: &'a mut Vec<Decoded>) -> &'a mut Vec<Decoded> {
     into.clear();
-    into.extend(records.iter().map(envelope_of));
+    into.extend(
+        records
+            .iter()
+            .map(|record| envelope_of(record).map(Box::new)),
+    );
     into
 }
 
@@ -516,14 +522,9 @@ async fn handle_batch(
     cancel: &CancellationToken,
 ) -> Result<(), BatchError> {
     let mut unflushed = Unflushed::with_capacity(handled);
-    let cancels = Cancels::of(
-        records
-            .iter()
-            .zip(envelopes.iter())
-            .filter_map(|(record, envelope)| {
-                Some((record.position.offset, envelope.as_ref().ok()?))
-            }),
-    );
+    let cancels = Cancels::of(records.iter().zip(envelopes.iter()).filter_map(
+        |(record, envelope)| Some((record.position.offset, envelope.as_deref().ok()?)),
+    ));
     let batch = records
         .iter()
         .zip(envelopes.drain(..))

@@ -180,7 +180,7 @@ impl Processor {
     pub async fn process(
         &self,
         record: &LogRecord,
-        decoded: Result<AgentEnvelope, RecordError>,
+        decoded: Result<Box<AgentEnvelope>, RecordError>,
         (commands, later): (&Arc<TopicInfo>, Later<'_>),
         fence: u64,
     ) -> Result<Outcome, ProcessError> {
@@ -216,7 +216,7 @@ impl Processor {
         &self,
         record: &LogRecord,
         (commands, later): (&Arc<TopicInfo>, Later<'_>),
-        envelope: AgentEnvelope,
+        envelope: Box<AgentEnvelope>,
         fence: u64,
     ) -> Result<Outcome, ProcessError> {
         let reply_to = match envelope.kind {
@@ -393,7 +393,7 @@ impl Processor {
         // a claim-checked body kept from the first fetch.
         let kept_body = claim_checked.then(|| resolved.body.clone());
         let again = || {
-            let envelope = crate::record::envelope_of(record).ok()?;
+            let envelope = Box::new(crate::record::envelope_of(record).ok()?);
             let body = kept_body.clone().unwrap_or_else(|| envelope.body.clone());
             Some(request(envelope, body))
         };
