@@ -426,10 +426,11 @@ impl Producer {
             to.correlation,
             body,
         );
-        if let Some(key) = &to.idempotency_key {
-            envelope = envelope.with_idempotency_key(key.clone());
-        }
-        Outgoing::new(to.address(fields.apply(envelope)), content_type)
+        // Set in place: the envelope, a large struct, is not moved per step.
+        envelope.idempotency_key.clone_from(&to.idempotency_key);
+        fields.apply_to(&mut envelope);
+        to.address_in_place(&mut envelope);
+        Outgoing::new(envelope, content_type)
     }
 
     /// The `error` envelope answering `to` (not sent).

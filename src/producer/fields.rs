@@ -75,6 +75,12 @@ impl ReplyFields {
     /// `envelope` with these fields set; metadata entries are added to what
     /// it carries, never replacing an entry already there.
     pub(crate) fn apply(self, mut envelope: AgentEnvelope) -> AgentEnvelope {
+        self.apply_to(&mut envelope);
+        envelope
+    }
+
+    /// [`apply`](Self::apply) in place, so a large envelope is not moved.
+    pub(crate) fn apply_to(self, envelope: &mut AgentEnvelope) {
         if self.finish_reason.is_some() {
             envelope.finish_reason = self.finish_reason;
         }
@@ -95,6 +101,5 @@ impl ReplyFields {
                 }
             }
         }
-        envelope
     }
 }

@@ -174,15 +174,19 @@ impl ReplyTo {
     /// Points `envelope` back at the request: cause, position and target,
     /// and the holder's fence token when there is one.
     pub fn address(&self, mut envelope: AgentEnvelope) -> AgentEnvelope {
-        // Set in place: the envelope, a large struct, is not moved per field.
+        self.address_in_place(&mut envelope);
+        envelope
+    }
+
+    /// [`address`](Self::address) in place, so a large envelope is not moved.
+    pub(crate) fn address_in_place(&self, envelope: &mut AgentEnvelope) {
         if let Some(cause) = self.cause {
             envelope.cause = Some(cause);
             envelope.cause_at = self.cause_at;
         }
         if let Some(fence) = self.fence {
-            crate::fence::set_fence(&mut envelope, fence);
+            crate::fence::set_fence(envelope, fence);
         }
         envelope.target = Some(self.target.clone());
-        envelope
     }
 }
