@@ -64,7 +64,9 @@ impl AgentId {
         if id.len() > AGENT_ID_MAX_LEN {
             return Err(AgentIdError::TooLong(id.len()));
         }
-        if let Some((index, character)) = id.char_indices().find(|(_, c)| c.is_control()) {
+        if may_hold_control(&id)
+            && let Some((index, character)) = id.char_indices().find(|(_, c)| c.is_control())
+        {
             return Err(AgentIdError::ControlCharacter { character, index });
         }
         Ok(Self(id))
@@ -79,6 +81,18 @@ impl AgentId {
     pub fn into_string(self) -> String {
         self.0
     }
+}
+
+/// Whether `text` may hold a control character (Unicode `Cc`: U+0000 to
+/// U+001F, U+007F to U+009F). A scan of every byte, without stopping early
+/// so that the compiler vectorises it, rules out almost every id; only one
+/// with a control byte, or with a character whose UTF-8 starts 0xC2
+/// (U+0080 to U+00BF, C1 controls among them), is searched character by
+/// character.
+fn may_hold_control(text: &str) -> bool {
+    text.bytes().fold(false, |seen, b| {
+        seen | (b < 0x20) | (b == 0x7f) | (b == 0xc2)
+    })
 }
 
 /// A caller-chosen key that makes a command's effect happen once:
@@ -191,6 +205,31 @@ mod tests {
             AgentId::new("résumé-writer").map(|a| a.to_string()),
             Ok("résumé-writer".into())
         );
+    }
+
+    #[test]
+    fn every_control_character_is_refused_and_nothing_else() {
+        // Each character of the first 0x800 code points (one and two UTF-8
+        // bytes, where all controls lie), behind an ordinary character and
+        // before one, so the scan meets it mid-id.
+        for code in 0..0x800u32 {
+            let Some(c) = char::from_u32(code) else {
+                continue;
+            };
+            let id = AgentId::new(format!("a{c}z"));
+            if c.is_control() {
+                assert_eq!(
+                    id,
+                    Err(AgentIdError::ControlCharacter {
+                        character: c,
+                        index: 1
+                    }),
+                    "U+{code:04X}"
+                );
+            } else {
+                assert!(id.is_ok(), "U+{code:04X} refused");
+            }
+        }
     }
 
     #[test]
