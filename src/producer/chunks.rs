@@ -168,8 +168,8 @@ impl ChunkWriter {
     ) -> Result<(), ProduceError> {
         let usage = fields.usage;
         let reason = fields.finish_reason.clone();
-        let last = self.chunk(body, Some((reason.as_deref(), usage)))?;
-        let last = fields.apply(last);
+        let mut last = self.chunk(body, Some((reason.as_deref(), usage)))?;
+        fields.apply_to(&mut last);
         last.validate()?;
         self.push(last, self.content_type, true).await
     }

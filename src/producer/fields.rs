@@ -72,14 +72,9 @@ impl ReplyFields {
         *self == Self::default()
     }
 
-    /// `envelope` with these fields set; metadata entries are added to what
-    /// it carries, never replacing an entry already there.
-    pub(crate) fn apply(self, mut envelope: AgentEnvelope) -> AgentEnvelope {
-        self.apply_to(&mut envelope);
-        envelope
-    }
-
-    /// [`apply`](Self::apply) in place, so a large envelope is not moved.
+    /// Sets these fields on `envelope` (in place: the envelope is large);
+    /// metadata entries are added to what it carries, never replacing an
+    /// entry already there.
     pub(crate) fn apply_to(self, envelope: &mut AgentEnvelope) {
         if self.finish_reason.is_some() {
             envelope.finish_reason = self.finish_reason;
